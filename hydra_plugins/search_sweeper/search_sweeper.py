@@ -1,0 +1,62 @@
+"""Registers `hydra/sweeper=search` with Hydra.
+
+Thin on purpose, like Hydra's own plugins: a config dataclass and a plugin
+class that imports the implementation (search.sweeper) only when a sweep
+really starts, so Hydra's plugin scan stays cheap.
+"""
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional
+
+from hydra.core.config_store import ConfigStore
+from hydra.plugins.sweeper import Sweeper
+from omegaconf import DictConfig
+
+_SAMPLERS = {
+    "tpe": "optuna.samplers.TPESampler",
+    "random": "optuna.samplers.RandomSampler",
+    "cmaes": "optuna.samplers.CmaEsSampler",
+    "nsgaii": "optuna.samplers.NSGAIISampler",
+    "nsgaiii": "optuna.samplers.NSGAIIISampler",
+    "qmc": "optuna.samplers.QMCSampler",
+    "gp": "optuna.samplers.GPSampler",
+    "grid": "optuna.samplers.GridSampler",  # the sweeper fills search_space from params
+}
+
+
+@dataclass
+class SearchSweeperConf:
+    """Keys of the old hydra-optuna-sweeper plugin, plus `objectives`."""
+
+    _target_: str = "hydra_plugins.search_sweeper.search_sweeper.SearchSweeper"
+    defaults: List[Any] = field(default_factory=lambda: [{"sampler": "tpe"}])
+    sampler: Any = None
+    direction: Any = field(default_factory=lambda: ["maximize", "maximize"])
+    # Metric names the directions apply to, when a trial returns a dict of metrics.
+    objectives: Any = field(default_factory=lambda: ["throughput_samples_per_s", "val_accuracy"])
+    storage: Optional[str] = None  # null: a journal file ./optuna.journal that a re-run resumes
+    study_name: Optional[str] = None  # null: the objective's name (or the app's job name)
+    n_trials: int = 20  # new trials started by this invocation
+    n_jobs: int = 1  # trials launched per batch
+    seed: Optional[int] = None  # overrides sampler.seed when set
+    params: Optional[Dict[str, Any]] = None
+    experiment_name: Optional[str] = None  # MLflow experiment; null: the study name
+
+
+ConfigStore.instance().store(group="hydra/sweeper", name="search", node=SearchSweeperConf, provider="search")
+for _name, _target in _SAMPLERS.items():
+    ConfigStore.instance().store(
+        group="hydra/sweeper/sampler", name=_name, node={"_target_": _target, "seed": None}, provider="search"
+    )
+
+
+class SearchSweeper(Sweeper):
+    def __init__(self, **kwargs: Any) -> None:
+        from search.sweeper import SweeperImpl
+
+        self._impl = SweeperImpl(**kwargs)
+
+    def setup(self, *, hydra_context: Any, task_function: Any, config: DictConfig) -> None:
+        self._impl.setup(hydra_context=hydra_context, task_function=task_function, config=config)
+
+    def sweep(self, arguments: List[str]) -> Any:
+        return self._impl.sweep(arguments)

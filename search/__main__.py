@@ -1,0 +1,55 @@
+"""`python -m search multirun [overrides]`: a sweep (Hydra --multirun).
+`python -m search run [overrides]`: one trial at a fixed configuration.
+
+Overrides are Hydra's (`batch_size=choice(32,64)`, `train.budget_samples=3000`,
+`hydra.sweeper.n_trials=4`). A malformed one is reported in one line with
+exit status 2 before Hydra starts.
+"""
+from __future__ import annotations
+
+import sys
+
+USAGE = """usage: python -m search {multirun,run} [hydra overrides ...]
+
+  multirun   sweep the search space (conf/search/) with Optuna, log to MLflow
+  run        run one trial at the configuration given by the overrides
+
+Examples:
+  python -m search multirun hydra.sweeper.n_trials=4 train.budget_samples=3000
+  python -m search multirun 'batch_size=choice(64,128)' precision=bf16
+  python -m search run batch_size=128 loader.num_workers=2
+Hydra's own flags work too: python -m search multirun --cfg job"""
+
+COMMANDS = {"multirun": ["--multirun"], "run": []}
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help", "help"):
+        print(USAGE)
+        raise SystemExit(0 if argv else 2)
+    command, rest = argv[0], argv[1:]
+    if command not in COMMANDS:
+        print(f"search: error: the command must be one of {', '.join(COMMANDS)}; got {command!r}; "
+              f"fix: python -m search multirun", file=sys.stderr)
+        raise SystemExit(2)
+
+    from search.errors import BadInput, exit_bad_input
+    from search.space import parse_overrides
+
+    try:
+        parse_overrides([a for a in rest if not a.startswith("-")])
+    except BadInput as err:
+        exit_bad_input(err)
+
+    import hydra
+
+    from search.app import task
+    from search.paths import conf_dir
+
+    sys.argv = [sys.argv[0], *COMMANDS[command], *rest]
+    hydra.main(config_path=str(conf_dir()), config_name="config", version_base="1.3")(task)()
+
+
+if __name__ == "__main__":
+    main()

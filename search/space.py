@@ -1,0 +1,134 @@
+"""Hydra's sweep grammar -> Optuna distributions, and back to overrides.
+
+Hydra meanings are kept: `range(start, stop[, step])` stops before `stop`
+(the old Optuna sweeper plugin made it inclusive), `interval(a, b)` is
+continuous, `tag(log, ...)` samples on a log scale.
+"""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.core.override_parser.types import ChoiceSweep, IntervalSweep, Override, RangeSweep, Transformer
+from hydra.errors import OverrideParseException
+from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
+
+from search.errors import BadInput
+
+_PRIMITIVE = (str, int, float, bool, type(None))
+_BARE_STRING = re.compile(r"[A-Za-z_][\w.\-/:]*")
+
+
+@dataclass(frozen=True)
+class Space:
+    """The searched knobs (dotted config keys -> distribution) and the fixed overrides."""
+
+    distributions: dict[str, BaseDistribution]
+    fixed_overrides: list[str]
+
+
+def parse_overrides(lines: Sequence[str]) -> list[Override]:
+    try:
+        return OverridesParser.create().parse_overrides(list(lines))
+    except OverrideParseException as err:
+        first = str(err).splitlines()[0]
+        raise BadInput(
+            f"overrides must follow Hydra's grammar (key=value, choice(a,b), range(lo,hi), interval(lo,hi)); "
+            f"{first}; fix: correct the quoted override"
+        ) from None
+
+
+def distribution_from_override(override: Override) -> BaseDistribution:
+    key = override.get_key_element()
+    value = override.value()
+    if isinstance(value, ChoiceSweep):
+        choices = [_categorical_value(x) for x in override.sweep_iterator(transformer=Transformer.identity)]
+        if len(set(map(repr, choices))) != len(choices):
+            raise BadInput(f"choice() values must be distinct; got {override.input_line}; "
+                           f"fix: list each value once")
+        return CategoricalDistribution(choices)
+    if isinstance(value, RangeSweep):
+        if value.shuffle:
+            return CategoricalDistribution(list(override.sweep_iterator(transformer=Transformer.identity)))
+        start, stop, step = value.start, value.stop, value.step
+        if step is None or step <= 0:
+            raise BadInput(f"range() step must be positive; got {key} step={step}; fix: range(lo, hi, step=1)")
+        if start >= stop:
+            raise BadInput(f"range(start, stop) needs start < stop (stop is excluded); got {key}=range({start}, {stop}); "
+                           f"fix: raise stop above start")
+        n = math.ceil((stop - start) / step)
+        last = start + (n - 1) * step
+        if all(isinstance(v, int) for v in (start, stop, step)):
+            return IntDistribution(int(start), int(last), step=int(step))
+        return FloatDistribution(float(start), float(last), step=float(step)) if n > 1 else CategoricalDistribution([float(start)])
+    if isinstance(value, IntervalSweep):
+        low, high = float(value.start), float(value.end)
+        log = "log" in value.tags
+        if low >= high:
+            raise BadInput(f"interval(low, high) needs low < high; got {key}=interval({value.start}, {value.end}); "
+                           f"fix: swap or widen the bounds")
+        if log and low <= 0:
+            raise BadInput(f"tag(log, interval(low, high)) needs low > 0; got {key} low={value.start}; fix: use a positive low")
+        return FloatDistribution(low, high, log=log)
+    raise BadInput(f"{key} is not a sweep (choice, range, interval); got {override.input_line}; fix: use choice(...)")
+
+
+def _categorical_value(x: Any) -> Any:
+    if isinstance(x, _PRIMITIVE):
+        return x
+    return Transformer.encode(x)  # lists/dicts become override text, used verbatim
+
+
+def build_space(params: Mapping[str, Any] | None, arguments: Sequence[str]) -> Space:
+    """Merge `params` from the config with the command line; the command line wins."""
+    lines = [f"{key}={value}" for key, value in (params or {}).items()]
+    merged: dict[str, Override] = {o.get_key_element(): o for o in parse_overrides(lines)}
+    fixed: list[str] = []
+    for override in parse_overrides(arguments):
+        key = override.get_key_element()
+        if override.is_sweep_override():
+            merged[key] = override
+        else:
+            merged.pop(key, None)
+            fixed.append(override.input_line)
+    distributions = {
+        key: distribution_from_override(o) for key, o in merged.items() if o.is_sweep_override()
+    }
+    fixed = [o.input_line for o in merged.values() if not o.is_sweep_override()] + fixed
+    if not distributions:
+        raise BadInput("the search space must vary at least one knob; got no choice/range/interval in "
+                       "hydra.sweeper.params or the command line; fix: e.g. batch_size=choice(32,64)")
+    return Space(distributions=distributions, fixed_overrides=fixed)
+
+
+def to_override(key: str, value: Any) -> str:
+    """One Hydra override line for a sampled value."""
+    if isinstance(value, bool) or value is None:
+        text = {True: "true", False: "false", None: "null"}[value]
+    elif isinstance(value, (int, float)):
+        text = repr(value)
+    elif isinstance(value, str) and (_BARE_STRING.fullmatch(value) or value[:1] in "[{'\""):
+        text = value
+    else:
+        text = "'" + str(value).replace("\\", "\\\\").replace("'", "\\'") + "'"
+    return f"{key}={text}"
+
+
+def grid_values(distributions: Mapping[str, BaseDistribution]) -> dict[str, list[Any]]:
+    """Every value of every knob, for Optuna's GridSampler (needs discrete knobs)."""
+    grid: dict[str, list[Any]] = {}
+    for key, dist in distributions.items():
+        if isinstance(dist, CategoricalDistribution):
+            grid[key] = list(dist.choices)
+        elif isinstance(dist, IntDistribution) and not dist.log:
+            grid[key] = list(range(dist.low, dist.high + 1, dist.step))
+        elif isinstance(dist, FloatDistribution) and dist.step is not None:
+            n = int(round((dist.high - dist.low) / dist.step)) + 1
+            grid[key] = [dist.low + i * dist.step for i in range(n)]
+        else:
+            raise BadInput(f"the grid sampler needs discrete knobs (choice or range); got {key} as {dist}; "
+                           f"fix: use choice(...) or range(...) or another sampler")
+    return grid

@@ -1,0 +1,104 @@
+"""The Optuna side of a sweep: storage, sampler, directions, values.
+
+Default storage is a journal file in the working directory, so re-running
+the same command resumes the same study. Any SQLAlchemy URL
+(`sqlite:///...`, `postgresql://...`) selects Optuna's RDB storage instead.
+"""
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import optuna
+from hydra.utils import instantiate
+from optuna.distributions import BaseDistribution
+from optuna.storages import BaseStorage, JournalStorage, RDBStorage
+from optuna.storages.journal import JournalFileBackend
+
+from search.errors import BadInput
+from search.redact import redact
+from search.space import grid_values
+
+DEFAULT_STORAGE = "optuna.journal"
+_DIRECTIONS = ("maximize", "minimize")
+
+
+def storage_location(storage: str | None) -> str:
+    """What the user sees: an absolute journal path or the redacted URL."""
+    if storage and "://" in storage:
+        return redact(storage)
+    return str(Path(storage or DEFAULT_STORAGE).resolve())
+
+
+def open_storage(storage: str | None) -> BaseStorage:
+    if storage and "://" in storage:
+        try:
+            return RDBStorage(storage)
+        except Exception as err:  # driver missing, refused connection, bad path
+            reason = " ".join(str(err).split())[:200]
+            raise BadInput(f"the study storage must be reachable; got {redact(storage)} ({type(err).__name__}: "
+                           f"{redact(reason)}); fix: start the database or correct hydra.sweeper.storage") from None
+    path = Path(storage or DEFAULT_STORAGE).resolve()
+    if not path.parent.is_dir() or not os.access(path.parent, os.W_OK):
+        raise BadInput(f"the study journal's directory must exist and be writable; got {path}; "
+                       f"fix: create the directory or set hydra.sweeper.storage to a writable path")
+    return JournalStorage(JournalFileBackend(str(path)))
+
+
+def normalize_directions(direction: Any, objectives: Sequence[str] | None) -> list[str]:
+    directions = [direction] if isinstance(direction, str) else list(direction)
+    for d in directions:
+        if d not in _DIRECTIONS:
+            raise BadInput(f"hydra.sweeper.direction must be maximize or minimize (or a list of them); got {d!r}; "
+                           f"fix: direction=[maximize,maximize]")
+    if objectives is not None and len(objectives) != len(directions):
+        raise BadInput(f"hydra.sweeper.objectives and hydra.sweeper.direction must have the same length; got "
+                       f"{list(objectives)} and {directions}; fix: give one direction per objective")
+    return directions
+
+
+def make_sampler(sampler_cfg: Any, seed: int | None, distributions: Mapping[str, BaseDistribution]) -> optuna.samplers.BaseSampler:
+    cfg = dict(sampler_cfg or {"_target_": "optuna.samplers.TPESampler"})
+    if seed is not None:
+        cfg["seed"] = seed
+    if cfg.get("_target_") == "optuna.samplers.GridSampler":
+        cfg["search_space"] = grid_values(distributions)
+    try:
+        return instantiate(cfg)
+    except Exception as err:
+        raise BadInput(f"hydra.sweeper.sampler must build an Optuna sampler; got {cfg.get('_target_')!r} "
+                       f"({' '.join(str(err).split())[:160]}); fix: hydra/sweeper/sampler=tpe") from None
+
+
+def load_or_create(name: str, storage: BaseStorage, directions: list[str],
+                   sampler: optuna.samplers.BaseSampler) -> tuple[optuna.Study, bool]:
+    """Returns the study and whether it existed, refusing a study with other directions."""
+    existing = {s.study_name: s for s in storage.get_all_studies()}
+    if name in existing:
+        have = [d.name.lower() for d in existing[name].directions]
+        if have != directions:
+            raise BadInput(f"study {name!r} already exists with directions {have}; got {directions}; "
+                           f"fix: use the same directions or another hydra.sweeper.study_name")
+        return optuna.load_study(study_name=name, storage=storage, sampler=sampler), True
+    return optuna.create_study(study_name=name, storage=storage, directions=directions, sampler=sampler), False
+
+
+def objective_values(result: Any, objectives: Sequence[str] | None, n: int) -> list[float]:
+    """Values to tell Optuna from what a job returned: a metrics dict, a number or a list."""
+    if isinstance(result, Mapping):
+        metrics = result.get("metrics", result)
+        missing = [k for k in objectives or [] if k not in metrics]
+        if missing:
+            raise ValueError(f"the trial did not report {missing}")
+        values = [float(metrics[k]) for k in objectives or []]
+    elif isinstance(result, (int, float)):
+        values = [float(result)]
+    else:
+        values = [float(v) for v in result]
+    if len(values) != n:
+        raise ValueError(f"expected {n} objective values, got {len(values)}")
+    if not all(math.isfinite(v) for v in values):
+        raise ValueError(f"objective values must be finite, got {values}")
+    return values

@@ -1,0 +1,93 @@
+"""CPU figures of a trial, sampled from outside its process tree with psutil.
+
+Sampling from the sweep process sees the trial process, its DDP ranks and
+its DataLoader workers together, which the trial cannot measure about
+itself once the workers have exited.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+
+import psutil
+
+SAMPLE_INTERVAL_S = 0.1
+
+
+@dataclass
+class TreeSampler:
+    """Peak summed RSS and mean CPU utilisation of `pid` and all its descendants."""
+
+    pid: int
+    interval_s: float = SAMPLE_INTERVAL_S
+    peak_rss_bytes: int = 0
+    cpu_percent_samples: list[float] = field(default_factory=list)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+    _procs: dict[int, psutil.Process] = field(default_factory=dict)
+
+    def __enter__(self) -> "TreeSampler":
+        self._thread = threading.Thread(target=self._run, name="search-telemetry", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self._sample()
+            self._stop.wait(self.interval_s)
+
+    def _sample(self) -> None:
+        try:
+            root = psutil.Process(self.pid)
+            tree = [root, *root.children(recursive=True)]
+        except psutil.Error:
+            return
+        rss, cpu = 0, 0.0
+        for proc in tree:
+            # Reuse Process objects so cpu_percent() measures since the last sample.
+            proc = self._procs.setdefault(proc.pid, proc)
+            try:
+                rss += proc.memory_info().rss
+                cpu += proc.cpu_percent(None)
+            except psutil.Error:
+                continue
+        self.peak_rss_bytes = max(self.peak_rss_bytes, rss)
+        self.cpu_percent_samples.append(cpu)
+
+    def metrics(self) -> dict[str, float]:
+        samples = self.cpu_percent_samples[1:]  # the first reading of each process is 0 by definition
+        out: dict[str, float] = {"peak_rss_tree_bytes": float(self.peak_rss_bytes)}
+        if samples:
+            out["cpu_util_percent_mean"] = sum(samples) / len(samples)
+            out["cpu_util_percent_max"] = max(samples)
+        return out
+
+
+def kill_tree(pid: int, timeout_s: float = 5.0) -> None:
+    """SIGKILL a process and every descendant (ranks, loader workers); no orphans."""
+    try:
+        root = psutil.Process(pid)
+        procs = [root, *root.children(recursive=True)]
+    except psutil.Error:
+        return
+    for proc in procs:
+        try:
+            proc.kill()
+        except psutil.Error:
+            pass
+    psutil.wait_procs(procs, timeout=timeout_s)
+
+
+def wait_for(predicate, timeout_s: float, interval_s: float = 0.05) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(interval_s)
+    return predicate()

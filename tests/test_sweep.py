@@ -1,0 +1,96 @@
+"""`python -m search multirun` end to end: real Hydra, Optuna, MLflow and
+training in subprocesses, in a throwaway working directory."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import optuna
+import pytest
+from mlflow.tracking import MlflowClient
+from optuna.storages import JournalStorage
+from optuna.storages.journal import JournalFileBackend
+
+from conftest import run_search
+
+pytestmark = pytest.mark.slow
+
+SMALL = ["train.budget_samples=1200", "hydra.sweeper.n_trials=4", "hydra.sweeper.seed=0"]
+
+
+def load_study(workdir: Path) -> optuna.Study:
+    return optuna.load_study(study_name="digits",
+                             storage=JournalStorage(JournalFileBackend(str(workdir / "optuna.journal"))))
+
+
+def runs(workdir: Path, role: str) -> list:
+    client = MlflowClient(f"sqlite:///{workdir}/mlflow.db")
+    return client.search_runs([e.experiment_id for e in client.search_experiments()],
+                              filter_string=f"tags.`search.role` = '{role}'", max_results=1000)
+
+
+def test_four_trials_land_in_optuna_and_mlflow_and_a_rerun_resumes(workdir: Path) -> None:
+    first = run_search("multirun", *SMALL, cwd=workdir)
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert "Pareto front" in first.stdout
+    assert "mlflow ui --backend-store-uri" in first.stdout
+    assert str(workdir / "optuna.journal") in first.stdout
+
+    study = load_study(workdir)
+    assert len(study.trials) == 4
+    trial_runs = {r.info.run_id: r for r in runs(workdir, "trial")}
+    [parent] = runs(workdir, "sweep")
+    assert len(trial_runs) == 4
+    for trial in study.trials:
+        assert trial.state == optuna.trial.TrialState.COMPLETE, trial.user_attrs
+        run = trial_runs[trial.user_attrs["mlflow_run_id"]]
+        assert run.data.tags["mlflow.parentRunId"] == parent.info.run_id
+        assert run.data.tags["search.trial_number"] == str(trial.number)
+        assert run.data.tags["search.outcome"] == "ok"
+        assert run.info.status == "FINISHED"
+        for key, value in trial.params.items():
+            assert run.data.params[key] == str(value)
+        assert run.data.params["train.budget_samples"] == "1200"
+        for metric in ("throughput_samples_per_s", "throughput_cv", "val_accuracy", "val_loss",
+                       "peak_rss_tree_bytes", "trial_wall_s"):
+            assert metric in run.data.metrics
+        assert trial.values == [run.data.metrics["throughput_samples_per_s"], run.data.metrics["val_accuracy"]]
+
+    second = run_search("multirun", *SMALL, cwd=workdir)
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert "resuming" in second.stdout
+    study = load_study(workdir)
+    assert sorted(t.number for t in study.trials) == list(range(8))
+    assert all(t.state == optuna.trial.TrialState.COMPLETE for t in study.trials)
+    trial_runs = runs(workdir, "trial")
+    assert len(trial_runs) == 8
+    assert len({r.data.tags["search.trial_number"] for r in trial_runs}) == 8
+    assert len({t.user_attrs["mlflow_run_id"] for t in study.trials}) == 8
+    assert len(runs(workdir, "sweep")) == 2
+
+
+@pytest.mark.parametrize(
+    "override, words",
+    [
+        ("batch_size=choice(32,64", "grammar"),
+        ("precision=choice()", "grammar"),
+        ("precision=fp64", "precision"),
+        ("precision=choice(fp32,fp64)", "fp64"),
+        ("batch_size=-1", "batch_size"),
+        ("model_pruning.ratio=interval(0.5,0.1)", "low < high"),
+        ("nosuch.knob=choice(1,2)", "nosuch"),
+        ("hydra.sweeper.storage=/nonexistent/dir/study.journal", "writable"),
+        ("hydra.sweeper.direction=upward", "maximize or minimize"),
+    ],
+)
+def test_bad_input_is_one_line_exit_2_and_leaves_nothing(workdir: Path, override: str, words: str) -> None:
+    result = run_search("multirun", override, cwd=workdir, timeout_s=120)
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("search: error: ") and words in lines[0] and "fix:" in lines[0]
+    assert not (workdir / "multirun").exists()
+    journal = workdir / "optuna.journal"
+    if journal.exists():
+        assert JournalStorage(JournalFileBackend(str(journal))).get_all_studies() == []
+    if (workdir / "mlflow.db").exists():
+        assert runs(workdir, "sweep") == [] and runs(workdir, "trial") == []
