@@ -34,11 +34,13 @@ def main(argv: list[str] | None = None) -> None:
               f"fix: python -m search multirun", file=sys.stderr)
         raise SystemExit(2)
 
+    from hydra._internal.utils import get_args_parser
+
     from search.errors import BadInput, exit_bad_input
     from search.space import parse_overrides
 
     try:
-        parse_overrides([a for a in rest if not a.startswith("-")])
+        parse_overrides(get_args_parser().parse_args(rest).overrides)
     except BadInput as err:
         exit_bad_input(err)
 

@@ -7,6 +7,8 @@ from typing import Any, Mapping, Sequence
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
+from search.report import console as report_console
+
 
 def _short(params: Mapping[str, Any]) -> str:
     return " ".join(f"{k.split('.')[-1]}={v}" for k, v in params.items())
@@ -17,7 +19,7 @@ class SweepProgress:
 
     def __init__(self, total: int, objectives: Sequence[str], console: Console | None = None) -> None:
         self.objectives = list(objectives)
-        self.console = console or Console()
+        self.console = console or report_console()
         self._progress = Progress(
             TextColumn("[bold]{task.description}"),
             BarColumn(),

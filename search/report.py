@@ -7,7 +7,7 @@ import optuna
 from rich.console import Console
 from rich.table import Table
 
-_SHOWN_METRICS = ("throughput_cv", "val_loss", "peak_rss_tree_bytes", "trial_wall_s")
+_SHOWN_METRICS = ("throughput_cv", "val_loss", "peak_pss_tree_bytes", "trial_wall_s")
 
 
 def _fmt(value: Any) -> str:
@@ -48,8 +48,14 @@ def front_table(study: optuna.Study, objectives: Sequence[str]) -> Table:
     return table
 
 
-def print_front(study: optuna.Study, objectives: Sequence[str], console: Console | None = None) -> None:
-    (console or Console()).print(front_table(study, objectives))
+def console() -> Console:
+    """A terminal's own width; a log file or pipe gets a width that fits the tables."""
+    plain = Console()
+    return plain if plain.is_terminal else Console(width=220)
+
+
+def print_front(study: optuna.Study, objectives: Sequence[str]) -> None:
+    console().print(front_table(study, objectives))
 
 
 def print_single(job_cfg: Mapping[str, Any], result: Mapping[str, Any]) -> None:
@@ -61,4 +67,4 @@ def print_single(job_cfg: Mapping[str, Any], result: Mapping[str, Any]) -> None:
         table.add_row(key, _fmt(value))
     for key, value in sorted(result.get("info", {}).items()):
         table.add_row(key, str(value))
-    Console().print(table)
+    console().print(table)

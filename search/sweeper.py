@@ -7,7 +7,6 @@ line and exit status 2.
 """
 from __future__ import annotations
 
-import logging
 import time
 from dataclasses import dataclass
 from typing import Any, Sequence
@@ -16,7 +15,7 @@ import optuna
 from hydra.core.plugins import Plugins
 from hydra.core.utils import JobReturn, JobStatus
 from hydra.errors import HydraException
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, open_dict
 from optuna.trial import TrialState
 
 from search import tracking
@@ -27,7 +26,8 @@ from search.space import Space, build_space, to_override
 from search.study import (load_or_create, make_sampler, normalize_directions, objective_values, open_storage,
                           storage_location)
 
-log = logging.getLogger(__name__)
+RUNNABLE = "runnable"  # constraint: 0 for a trial that ran, 1 for one the hardware could not run
+INFEASIBLE_OUTCOMES = ("oom", "infeasible")
 
 
 @dataclass
@@ -83,9 +83,9 @@ class SweeperImpl:
             first = " ".join(str(err).split("\n")[0].split())
             raise BadInput(f"every override must name a key of the config; {first} (overrides: "
                            f"{' '.join(overrides)}); fix: check the key's spelling in conf/") from None
-        job = OmegaConf.to_container(cfg, resolve=True)
-        job.pop("hydra", None)
-        return job
+        with open_dict(cfg):
+            del cfg["hydra"]  # its per-job fields (job.num, sweep.subdir) exist only inside a launched job
+        return OmegaConf.to_container(cfg, resolve=True)
 
     def _check_knob_values(self, space: Space) -> None:
         """Compose the config at every categorical value and each numeric bound,
@@ -202,7 +202,13 @@ class SweeperImpl:
         trial.set_user_attr("reason", reason)
         trial.set_user_attr("metrics", {k: v for k, v in metrics.items() if isinstance(v, (int, float))})
         if values is not None:
+            trial.set_constraint(RUNNABLE, 0.0)
             study.tell(trial, values)
+        elif outcome in INFEASIBLE_OUTCOMES:
+            # Told as a violated constraint, so the sampler learns where the
+            # hardware's limit is; the placeholder values never rank (infeasible).
+            trial.set_constraint(RUNNABLE, 1.0)
+            study.tell(trial, [0.0 if d == "maximize" else float("inf") for d in plan.directions])
         else:
             study.tell(trial, state=TrialState.FAIL)
         if run_id is not None:

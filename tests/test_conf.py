@@ -28,10 +28,9 @@ def test_checkout_finds_the_repositorys_conf() -> None:
 def test_every_option_composes_and_every_space_value_is_a_valid_knob(group: str, name: str) -> None:
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
         cfg = compose("config", overrides=[f"{group}={name}"], return_hydra_config=True)
-        job = OmegaConf.to_container(cfg, resolve=True)
-        job.pop("hydra")
-        parse_config(job)
-        space = build_space(OmegaConf.to_container(cfg.hydra.sweeper.params), [])
+        params = OmegaConf.to_container(cfg.hydra.sweeper.params)
+        parse_config(OmegaConf.to_container(compose("config", overrides=[f"{group}={name}"]), resolve=True))
+        space = build_space(params, [])
         for key, dist in space.distributions.items():
             for value in getattr(dist, "choices", None) or (dist.low, dist.high):
                 probe = compose("config", overrides=[f"{group}={name}", to_override(key, value)])

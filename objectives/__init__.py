@@ -1,0 +1,27 @@
+"""What a sweep trial trains: ``run_trial(cfg) -> TrialResult``.
+
+The sweep forks a fresh child per trial and calls ``run_trial`` with the
+resolved config dict; this package trains the digits workload for a fixed
+sample budget and reports speed, accuracy and size. Every knob and the flag
+that controls it:
+
+- batch size (``batch_size``, per rank) and its LR rule
+  (``optim.lr_scaling``: sqrt | linear | none, from ``optim.base_batch_size``)
+- DataLoader workers (``loader.num_workers``, ``pin_memory``,
+  ``persistent_workers``, ``prefetch_factor``)
+- precision (``precision``: fp32 | tf32 | bf16 | fp16 | fp8; CPU runs fp32, bf16)
+- model pruning (``model_pruning.ratio`` in [0, 0.9], ``model_pruning.method``:
+  structured | unstructured)
+- parallelism (``parallel.devices`` DDP ranks, ``parallel.threads`` per rank)
+- the budget and timing (``train.budget_samples``, ``warmup_steps``,
+  ``window_steps``, ``seed``, ``eval_batch_size``)
+
+Imports only torch, numpy, scikit-learn, psutil and torch-pruning; never the
+sweeper, Optuna, Hydra or MLflow.
+"""
+
+from objectives.config import ConfigError, TrialConfig, parse_config
+from objectives.result import TrialResult
+from objectives.run import run_trial
+
+__all__ = ["ConfigError", "TrialConfig", "TrialResult", "parse_config", "run_trial"]

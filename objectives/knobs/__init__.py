@@ -1,0 +1,1 @@
+"""One module per system knob; each ``apply_*`` takes only its own config section."""

@@ -1,0 +1,29 @@
+"""Batch size: how many optimizer steps the fixed sample budget buys, and the LR that goes with it.
+
+The budget is in samples, the same for every trial, so a bigger batch means
+fewer steps; the learning rate follows a scaling rule from the batch it was
+tuned at (``optim.base_batch_size``) so that batch size is compared fairly.
+"""
+
+from __future__ import annotations
+
+import math
+
+from objectives.config import OptimConfig
+
+
+def global_batch_size(batch_size: int, world_size: int) -> int:
+    """Samples per optimizer step over all DDP ranks; ``batch_size`` is per rank."""
+    return batch_size * world_size
+
+
+def steps_for_budget(budget_samples: int, global_batch: int) -> int:
+    """Enough whole steps to cover the budget; the last step may overshoot it."""
+    return math.ceil(budget_samples / global_batch)
+
+
+def apply_lr_scaling(optim: OptimConfig, global_batch: int) -> float:
+    """LR for this global batch: ``lr * f(global_batch / base_batch_size)``."""
+    ratio = global_batch / optim.base_batch_size
+    factor = {"sqrt": math.sqrt(ratio), "linear": ratio, "none": 1.0}[optim.lr_scaling]
+    return optim.lr * factor

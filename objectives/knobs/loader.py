@@ -1,0 +1,41 @@
+"""DataLoader workers: the knob that moves per-sample CPU work off the training process.
+
+``persistent_workers`` and ``prefetch_factor`` only mean something with
+worker processes, and DataLoader rejects them otherwise, so they are passed
+only when ``num_workers > 0``. ``pin_memory`` only means something with a
+GPU to copy to; on a CPU it is a no-op that DataLoader warns about on every
+trial, so it is passed only when CUDA is available.
+
+Workers are forked, as in a plain PyTorch run on Linux, whatever start
+method launched this process: a trial runs in a forkserver child, whose
+default start method is forkserver, and starting each worker from there
+cost about 3 s per epoch (measured: 7.2 s against 1.4 s of training for
+3,000 samples with one worker).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import multiprocessing as mp
+import sys
+
+import torch
+from torch.utils.data import DataLoader, Dataset, Sampler
+
+from objectives.config import LoaderConfig
+
+
+def loader_kwargs(loader: LoaderConfig) -> dict[str, Any]:
+    kwargs: dict[str, Any] = {"num_workers": loader.num_workers, "pin_memory": loader.pin_memory and torch.cuda.is_available()}
+    if loader.num_workers > 0:
+        kwargs["persistent_workers"] = loader.persistent_workers
+        kwargs["prefetch_factor"] = loader.prefetch_factor
+        if sys.platform == "linux":
+            kwargs["multiprocessing_context"] = mp.get_context("fork")
+    return kwargs
+
+
+def apply_loader(loader: LoaderConfig, dataset: Dataset, batch_size: int, sampler: Sampler) -> DataLoader:
+    """The training DataLoader; the sampler already shards and pads, so every batch is full."""
+    return DataLoader(dataset, batch_size=batch_size, sampler=sampler, drop_last=True, **loader_kwargs(loader))

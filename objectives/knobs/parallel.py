@@ -1,0 +1,89 @@
+"""Parallelism: CPU threads per rank and DDP over ``parallel.devices`` ranks.
+
+gloo on CPU, nccl on CUDA, rendezvous on 127.0.0.1 with a free port chosen by
+the launcher. Each rank trains ``batch_size`` samples per step, DDP averages
+gradients, so k ranks at batch B take the same step as one rank at k*B.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import timedelta
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel
+
+from objectives.config import ConfigError, ParallelConfig
+
+COLLECTIVE_TIMEOUT_S = 300
+
+
+def apply_threads(parallel: ParallelConfig) -> None:
+    torch.set_num_threads(parallel.threads)
+
+
+def device_for_rank(rank: int) -> torch.device:
+    return torch.device("cuda", rank) if torch.cuda.is_available() else torch.device("cpu")
+
+
+def check_parallel(parallel: ParallelConfig) -> None:
+    """Refuse more ranks than GPUs, or on a CPU more rank threads than cores.
+
+    Oversubscribed CPU ranks do not fail, they crawl (OpenMP threads spin
+    waiting for a core: 2 ranks x 2 threads on 2 cores trains ~20x slower),
+    which a sweep would only learn through timeouts.
+    """
+    if torch.cuda.is_available():
+        have = torch.cuda.device_count()
+        if parallel.devices > have:
+            raise ConfigError(
+                f"parallel.devices must be <= the CUDA devices available ({have}); got {parallel.devices}; "
+                f"fix: parallel.devices={have}"
+            )
+        return
+    cores = len(os.sched_getaffinity(0))
+    if parallel.devices * parallel.threads > cores:
+        raise ConfigError(
+            f"parallel.devices * parallel.threads must be <= the CPU cores available ({cores}); "
+            f"got {parallel.devices} * {parallel.threads} = {parallel.devices * parallel.threads}; "
+            f"fix: parallel.devices={min(parallel.devices, cores)} parallel.threads={max(1, cores // parallel.devices)}"
+        )
+
+
+def backend() -> str:
+    return "nccl" if torch.cuda.is_available() else "gloo"
+
+
+def init_process_group(rank: int, world_size: int, port: int) -> None:
+    if torch.cuda.is_available():
+        torch.cuda.set_device(rank)
+    dist.init_process_group(
+        backend(),
+        init_method=f"tcp://127.0.0.1:{port}",
+        rank=rank,
+        world_size=world_size,
+        timeout=timedelta(seconds=COLLECTIVE_TIMEOUT_S),
+    )
+
+
+def apply_ddp(parallel: ParallelConfig, model: nn.Module, device: torch.device) -> nn.Module:
+    """Wrap in DDP when there is more than one rank; one rank trains the bare model."""
+    if parallel.devices == 1:
+        return model
+    device_ids = [device.index] if device.type == "cuda" else None
+    return DistributedDataParallel(model, device_ids=device_ids)
+
+
+def global_mean(value: torch.Tensor) -> torch.Tensor:
+    """Mean of a scalar over ranks, so every rank takes the same stop/continue decision."""
+    if not dist.is_initialized():
+        return value
+    value = value.detach().clone()
+    dist.all_reduce(value)
+    return value / dist.get_world_size()
+
+
+def unwrap(model: nn.Module) -> nn.Module:
+    return model.module if isinstance(model, DistributedDataParallel) else model

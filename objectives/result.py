@@ -1,0 +1,32 @@
+"""What a trial hands back to the sweep.
+
+Plain data that survives a pipe and a JSON file: the parent process decides
+oom/timeout/crashed outcomes itself, so a trial only ever reports "ok" or
+"diverged", plus its metrics (numbers with units in their names) and info
+(strings such as the dtype actually used).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass
+class TrialResult:
+    outcome: str
+    metrics: dict[str, float] = field(default_factory=dict)
+    info: dict[str, str] = field(default_factory=dict)
+    reason: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "TrialResult":
+        return cls(
+            outcome=str(d["outcome"]),
+            metrics={str(k): float(v) for k, v in d.get("metrics", {}).items()},
+            info={str(k): str(v) for k, v in d.get("info", {}).items()},
+            reason=str(d.get("reason", "")),
+        )

@@ -1,0 +1,115 @@
+"""The timed training loop and the evaluation.
+
+The loop runs a fixed number of steps (the sample budget divided by the
+global batch), restarting the loader at epoch ends, reading the loss back
+every step so a non-finite loss stops training at once. Timing covers the
+whole iteration, loader included; see timing.py for how it becomes
+throughput.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.utils.data import DataLoader
+
+from objectives import measure
+from objectives.knobs.parallel import global_mean
+from objectives.knobs.precision import PrecisionPlan
+from objectives.sampling import ShardedEpochSampler
+from objectives.timing import WindowPlan
+
+
+@dataclass
+class TrainLog:
+    steps_done: int = 0
+    step_times_s: list[float] = field(default_factory=list)
+    train_loss_final: float = float("nan")
+    logits_dtype: str = ""
+    loader_worker_processes: int = 0
+    train_wall_s: float = 0.0
+    diverged_at_step: int | None = None
+
+
+def _is_window_edge(step: int, plan: WindowPlan) -> bool:
+    done = step + 1
+    return done == 1 or (done >= plan.warmup_steps and (done - plan.warmup_steps) % plan.window_steps == 0)
+
+
+def train(
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    loader: DataLoader,
+    sampler: ShardedEpochSampler,
+    steps: int,
+    plan: WindowPlan,
+    precision: PrecisionPlan,
+    device: torch.device,
+) -> TrainLog:
+    log = TrainLog()
+    baseline_children = measure.child_pids()
+    model.train()
+    epoch = 0
+    batches = iter(loader)
+    start = last = time.perf_counter()
+    while log.steps_done < steps:
+        try:
+            x, y = next(batches)
+        except StopIteration:
+            epoch += 1
+            sampler.set_epoch(epoch)
+            batches = iter(loader)
+            continue
+        x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+        with precision.autocast():
+            logits = model(x)
+            loss = F.cross_entropy(logits, y)
+        if not log.logits_dtype:
+            log.logits_dtype = str(logits.dtype)
+        optimizer.zero_grad(set_to_none=True)
+        if precision.grad_scaler is not None:
+            precision.grad_scaler.scale(loss).backward()
+            precision.grad_scaler.step(optimizer)
+            precision.grad_scaler.update()
+        else:
+            loss.backward()
+            optimizer.step()
+        loss_value = float(global_mean(loss.detach().float()))
+        now = time.perf_counter()
+        log.step_times_s.append(now - last)
+        log.steps_done += 1
+        log.train_loss_final = loss_value
+        if not math.isfinite(loss_value):
+            log.diverged_at_step = log.steps_done
+            break
+        if _is_window_edge(log.steps_done - 1, plan):
+            # Counting processes is measurement, not training: keep it out of the step time.
+            workers = measure.new_child_processes(baseline_children)
+            log.loader_worker_processes = max(log.loader_worker_processes, workers)
+            now = time.perf_counter()
+        last = now
+    del batches
+    log.train_wall_s = time.perf_counter() - start
+    return log
+
+
+@torch.no_grad()
+def evaluate(model: nn.Module, loader: DataLoader, precision: PrecisionPlan, device: torch.device) -> dict[str, float]:
+    """Accuracy and mean cross-entropy over the whole validation split."""
+    model.eval()
+    correct, loss_sum, seen = 0, 0.0, 0
+    for x, y in loader:
+        x, y = x.to(device), y.to(device)
+        with precision.autocast():
+            logits = model(x)
+        logits = logits.float()
+        loss_sum += float(F.cross_entropy(logits, y, reduction="sum"))
+        correct += int((logits.argmax(dim=1) == y).sum())
+        seen += len(y)
+    model.train()
+    return {"val_accuracy": correct / seen, "val_loss": loss_sum / seen}

@@ -1,0 +1,103 @@
+"""run_trial end to end on the real digits workload: metrics, learning, divergence."""
+
+import json
+import math
+import pathlib
+import subprocess
+import sys
+
+from objectives import TrialResult, run_trial
+from objectives.timing import plan_windows
+
+METRICS = [
+    "throughput_samples_per_s",
+    "throughput_cv",
+    "throughput_windows",
+    "step_time_p50_ms",
+    "step_time_p95_ms",
+    "val_accuracy",
+    "val_loss",
+    "train_loss_final",
+    "samples_trained",
+    "train_wall_s",
+    "eval_wall_s",
+    "lr_effective",
+    "params_count",
+    "params_count_before_model_pruning",
+    "params_nonzero",
+    "flops_per_sample",
+    "flops_per_sample_before_model_pruning",
+    "peak_rss_bytes",
+    "loader_worker_processes",
+]
+
+
+def test_defaults_with_small_budget_report_every_metric():
+    result = run_trial({"train": {"budget_samples": 2000}, "trial": {"ignored": True}})
+    assert isinstance(result, TrialResult)
+    assert result.outcome == "ok", result.reason
+    m = result.metrics
+    assert sorted(set(METRICS) - set(m)) == []
+    assert all(isinstance(v, float) and math.isfinite(v) for v in m.values())
+    assert m["throughput_samples_per_s"] > 0
+    assert m["throughput_cv"] >= 0 and m["throughput_windows"] >= 3
+    assert 0 < m["step_time_p50_ms"] <= m["step_time_p95_ms"]
+    assert 0 <= m["val_accuracy"] <= 1 and m["val_loss"] > 0
+    assert m["samples_trained"] == 2048  # ceil(2000 / 64) = 32 steps of 64
+    assert m["lr_effective"] == 0.005
+    assert m["params_count"] == m["params_count_before_model_pruning"] == m["params_nonzero"]
+    assert m["flops_per_sample"] == m["flops_per_sample_before_model_pruning"] > 0
+    assert m["peak_rss_bytes"] > 10_000_000
+    assert m["train_wall_s"] > 0 and m["eval_wall_s"] > 0
+    assert result.info == {
+        "precision_used": "fp32",
+        "autocast_dtype": "torch.float32",
+        "world_size": "1",
+        "device": "cpu",
+    }
+    json.dumps(result.to_dict(), allow_nan=False)
+
+
+def test_a_longer_budget_really_learns_the_digits():
+    result = run_trial(
+        {"train": {"budget_samples": 15000}, "loader": {"num_workers": 2, "persistent_workers": True}}
+    )
+    assert result.outcome == "ok", result.reason
+    assert result.metrics["val_accuracy"] >= 0.9
+    assert result.metrics["train_loss_final"] < 1.0
+
+
+def test_lr_follows_the_scaling_rule_for_the_global_batch():
+    cfg = {"batch_size": 256, "train": {"budget_samples": 800, "warmup_steps": 0}}
+    sqrt = run_trial({**cfg, "optim": {"lr_scaling": "sqrt"}}).metrics
+    linear = run_trial({**cfg, "optim": {"lr_scaling": "linear", "lr": 0.001}}).metrics
+    assert math.isclose(sqrt["lr_effective"], 0.005 * 2)
+    assert math.isclose(linear["lr_effective"], 0.001 * 4)
+    assert sqrt["samples_trained"] == 1024 and sqrt["throughput_windows"] == 4  # 4 steps: windows shrink to 1 step
+
+
+def test_a_huge_learning_rate_diverges_and_says_where():
+    result = run_trial({"optim": {"lr": 1e30}, "train": {"budget_samples": 2000}})
+    assert result.outcome == "diverged"
+    assert "step" in result.reason and "non-finite" in result.reason
+    assert result.metrics["samples_trained"] < 2048
+    assert "val_accuracy" not in result.metrics
+    json.dumps(result.to_dict(), allow_nan=False)
+
+
+def test_window_plan_keeps_at_least_three_windows():
+    assert plan_windows(125, 5, 10).__dict__ == {"warmup_steps": 5, "window_steps": 10, "windows": 12}
+    assert plan_windows(32, 5, 10).__dict__ == {"warmup_steps": 5, "window_steps": 9, "windows": 3}
+    assert plan_windows(4, 5, 10).__dict__ == {"warmup_steps": 1, "window_steps": 1, "windows": 3}
+    assert plan_windows(2, 5, 10).__dict__ == {"warmup_steps": 0, "window_steps": 1, "windows": 2}
+
+
+def test_objectives_imports_no_sweep_machinery():
+    code = (
+        "import sys, objectives; "
+        "bad = [m for m in ('optuna', 'hydra', 'omegaconf', 'mlflow') if m in sys.modules]; "
+        "assert not bad, bad; "
+        "assert {'TrialResult', 'run_trial', 'TrialConfig', 'ConfigError', 'parse_config'} <= set(dir(objectives))"
+    )
+    root = pathlib.Path(__file__).resolve().parents[1]
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=root, timeout=120)
