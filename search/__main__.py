@@ -49,8 +49,17 @@ def main(argv: list[str] | None = None) -> None:
     from search.app import task
     from search.paths import conf_dir
 
+    from search.errors import Interrupted, raise_on_sigterm
+
+    raise_on_sigterm()
     sys.argv = [sys.argv[0], *COMMANDS[command], *rest]
-    hydra.main(config_path=str(conf_dir()), config_name="config", version_base="1.3")(task)()
+    try:
+        hydra.main(config_path=str(conf_dir()), config_name="config", version_base="1.3")(task)()
+    except (KeyboardInterrupt, Interrupted) as err:
+        why = str(err) or "interrupted by Ctrl-C"
+        print(f"search: {why}: the running trial was closed as failed; run the same command again to resume",
+              file=sys.stderr, flush=True)
+        raise SystemExit(getattr(err, "exit_status", 130)) from None
 
 
 if __name__ == "__main__":

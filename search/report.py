@@ -7,6 +7,8 @@ import optuna
 from rich.console import Console
 from rich.table import Table
 
+from search.outcome import is_feasible
+
 _SHOWN_METRICS = ("throughput_cv", "val_loss", "peak_pss_tree_bytes", "trial_wall_s")
 
 
@@ -20,7 +22,8 @@ def front_trials(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
     """The Pareto front (several objectives) or the best five (one objective)."""
     if len(study.directions) > 1:
         return sorted(study.best_trials, key=lambda t: t.values[0], reverse=True)
-    done = [t for t in study.get_trials(deepcopy=False) if t.state == optuna.trial.TrialState.COMPLETE]
+    done = [t for t in study.get_trials(deepcopy=False)
+            if t.state == optuna.trial.TrialState.COMPLETE and is_feasible(t)]
     reverse = study.direction == optuna.study.StudyDirection.MAXIMIZE
     return sorted(done, key=lambda t: t.value, reverse=reverse)[:5]
 

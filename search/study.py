@@ -6,7 +6,6 @@ the same command resumes the same study. Any SQLAlchemy URL
 """
 from __future__ import annotations
 
-import math
 import os
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -18,6 +17,7 @@ from optuna.storages import BaseStorage, JournalStorage, RDBStorage
 from optuna.storages.journal import JournalFileBackend
 
 from search.errors import BadInput
+from search.journal import check_journal
 from search.redact import redact
 from search.space import grid_values
 
@@ -44,6 +44,8 @@ def open_storage(storage: str | None) -> BaseStorage:
     if not path.parent.is_dir() or not os.access(path.parent, os.W_OK):
         raise BadInput(f"the study journal's directory must exist and be writable; got {path}; "
                        f"fix: create the directory or set hydra.sweeper.storage to a writable path")
+    for note in check_journal(path):
+        print(f"search: {note}", flush=True)
     return JournalStorage(JournalFileBackend(str(path)))
 
 
@@ -83,22 +85,3 @@ def load_or_create(name: str, storage: BaseStorage, directions: list[str],
                            f"fix: use the same directions or another hydra.sweeper.study_name")
         return optuna.load_study(study_name=name, storage=storage, sampler=sampler), True
     return optuna.create_study(study_name=name, storage=storage, directions=directions, sampler=sampler), False
-
-
-def objective_values(result: Any, objectives: Sequence[str] | None, n: int) -> list[float]:
-    """Values to tell Optuna from what a job returned: a metrics dict, a number or a list."""
-    if isinstance(result, Mapping):
-        metrics = result.get("metrics", result)
-        missing = [k for k in objectives or [] if k not in metrics]
-        if missing:
-            raise ValueError(f"the trial did not report {missing}")
-        values = [float(metrics[k]) for k in objectives or []]
-    elif isinstance(result, (int, float)):
-        values = [float(result)]
-    else:
-        values = [float(v) for v in result]
-    if len(values) != n:
-        raise ValueError(f"expected {n} objective values, got {len(values)}")
-    if not all(math.isfinite(v) for v in values):
-        raise ValueError(f"objective values must be finite, got {values}")
-    return values

@@ -7,7 +7,7 @@ line and exit status 2.
 """
 from __future__ import annotations
 
-import time
+import sys
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -19,15 +19,17 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from optuna.trial import TrialState
 
 from search import tracking
-from search.errors import BadInput, exit_bad_input
+from search.constraints import Constraint, parse_constraints
+from search.errors import EXIT_GAVE_UP, BadInput, Interrupted, exit_bad_input
+from search.failure_policy import FailurePolicy
+from search.outcome import score, tell
 from search.progress import SweepProgress
+from search.recovery import Heartbeat, close_stale, stale_trials
 from search.report import print_front
 from search.space import Space, build_space, to_override
-from search.study import (load_or_create, make_sampler, normalize_directions, objective_values, open_storage,
-                          storage_location)
+from search.study import load_or_create, make_sampler, normalize_directions, open_storage, storage_location
 
-RUNNABLE = "runnable"  # constraint: 0 for a trial that ran, 1 for one the hardware could not run
-INFEASIBLE_OUTCOMES = ("oom", "infeasible")
+ACCURACY_METRICS = ("val_accuracy", "val_loss", "time_to_accuracy_s")
 
 
 @dataclass
@@ -35,6 +37,7 @@ class Plan:
     space: Space
     directions: list[str]
     objectives: list[str] | None
+    constraints: list[Constraint]
     study_name: str
     storage: Any
     sampler: optuna.samplers.BaseSampler
@@ -53,7 +56,9 @@ def flatten(cfg: Any, prefix: str = "") -> dict[str, Any]:
 class SweeperImpl:
     def __init__(self, sampler: Any = None, direction: Any = "maximize", objectives: Any = None,
                  storage: str | None = None, study_name: str | None = None, n_trials: int = 20, n_jobs: int = 1,
-                 seed: int | None = None, params: Any = None, experiment_name: str | None = None) -> None:
+                 seed: int | None = None, params: Any = None, experiment_name: str | None = None,
+                 constraints: Any = None, max_retries: int = 1, stale_after_s: float = 120.0,
+                 max_failure_rate: float = 0.5, failure_min_trials: int = 4) -> None:
         to_py = lambda x: OmegaConf.to_container(x, resolve=True) if OmegaConf.is_config(x) else x  # noqa: E731
         self.sampler_cfg = to_py(sampler)
         self.direction = to_py(direction)
@@ -65,6 +70,10 @@ class SweeperImpl:
         self.seed = seed
         self.params = to_py(params) or {}
         self.experiment_name = experiment_name
+        self.constraints = to_py(constraints) or []
+        self.max_retries = max_retries
+        self.stale_after_s = stale_after_s
+        self.failure_policy = FailurePolicy(max_failure_rate, failure_min_trials)
         self.job_idx = 0
 
     def setup(self, *, hydra_context: Any, task_function: Any, config: DictConfig) -> None:
@@ -108,12 +117,30 @@ class SweeperImpl:
             return str(objective.name)
         return str(self.config.hydra.job.name)
 
+    def _objectives_and_directions(self) -> tuple[list[str] | None, list[str]]:
+        """The configured objectives, less the accuracy ones when the workload
+        measures no accuracy (throughput-only workloads): said once, never invented."""
+        directions = normalize_directions(self.direction, self.objectives)
+        objective = self.config.get("objective")
+        if self.objectives is None or not isinstance(objective, DictConfig) or objective.get("measures_accuracy", True):
+            return self.objectives, directions
+        kept = [(o, d) for o, d in zip(self.objectives, directions) if o not in ACCURACY_METRICS]
+        if not kept:
+            raise BadInput(f"objective {objective.get('name')!r} measures no accuracy, so it cannot optimise "
+                           f"{self.objectives}; fix: hydra.sweeper.objectives=[throughput_samples_per_s] "
+                           f"hydra.sweeper.direction=maximize")
+        if len(kept) < len(self.objectives):
+            print(f"objective {objective.get('name')!r} measures no accuracy: single-objective sweep on "
+                  f"{', '.join(o for o, _ in kept)}", flush=True)
+        return [o for o, _ in kept], [d for _, d in kept]
+
     def _plan(self, arguments: list[str]) -> Plan:
         if self.n_trials < 1 or self.n_jobs < 1:
             raise BadInput(f"hydra.sweeper.n_trials and n_jobs must be >= 1; got n_trials={self.n_trials} "
                            f"n_jobs={self.n_jobs}; fix: hydra.sweeper.n_trials=20")
         space = build_space(self.params, arguments)
-        directions = normalize_directions(self.direction, self.objectives)
+        objectives, directions = self._objectives_and_directions()
+        constraints = parse_constraints(self.constraints)
         if getattr(self.task_function, "__module__", "") == "search.app":
             self._check_knob_values(space)
         else:
@@ -122,7 +149,8 @@ class SweeperImpl:
                 self._compose(space.fixed_overrides + extra)
         storage = open_storage(self.storage)
         sampler = make_sampler(self.sampler_cfg, self.seed, space.distributions)
-        return Plan(space, directions, self.objectives, self.study_name or self._default_study_name(), storage, sampler)
+        name = self.study_name or self._default_study_name()
+        return Plan(space, directions, objectives, constraints, name, storage, sampler)
 
     # -- the sweep -----------------------------------------------------------------------------
 
@@ -138,23 +166,25 @@ class SweeperImpl:
         verb = "resuming" if resumed else "created"
         print(f"study {plan.study_name!r} {verb} ({len(study.trials)} trials so far) in "
               f"{storage_location(self.storage)}", flush=True)
+        self._recover(study)
         sweep = tracking.start_sweep(
             self.experiment_name or plan.study_name, plan.study_name,
             params={"n_trials": self.n_trials, "n_jobs": self.n_jobs, "directions": ",".join(plan.directions),
                     "objectives": ",".join(objectives), "sampler": type(plan.sampler).__name__,
+                    "constraints": "; ".join(map(str, plan.constraints)) or "none",
                     **{f"space.{k}": repr(d) for k, d in plan.space.distributions.items()}},
             tags={"search.storage": storage_location(self.storage)},
         )
-        status = "FAILED"
+        status, outcomes = "FAILED", []
         try:
-            with SweepProgress(self.n_trials, objectives) as progress:
-                done = 0
-                while done < self.n_trials:
-                    batch = min(self.n_jobs, self.n_trials - done)
-                    self._run_batch(study, plan, sweep, progress, batch)
-                    done += batch
+            with SweepProgress(self.n_trials, objectives) as progress, Heartbeat(study) as heartbeat:
+                while len(outcomes) < self.n_trials:
+                    batch = min(self.n_jobs, self.n_trials - len(outcomes))
+                    outcomes += self._run_batch(study, plan, sweep, progress, heartbeat, batch)
+                    if self.failure_policy.gives_up(outcomes):
+                        break
             status = "FINISHED"
-        except KeyboardInterrupt:
+        except (KeyboardInterrupt, Interrupted):
             status = "KILLED"
             raise
         finally:
@@ -163,61 +193,57 @@ class SweeperImpl:
         print_front(study, objectives)
         print(f"MLflow: mlflow ui --backend-store-uri {tracking.tracking_uri()}   "
               f"(experiment {self.experiment_name or plan.study_name!r})", flush=True)
+        if self.failure_policy.gives_up(outcomes):
+            print(f"search: gave up: {self.failure_policy.describe(outcomes)}", file=sys.stderr, flush=True)
+            raise SystemExit(EXIT_GAVE_UP)
         return study
 
+    def _recover(self, study: optuna.Study) -> None:
+        """Close what a killed sweep left RUNNING (Optuna FAIL, MLflow KILLED) and retry it."""
+        for trial in stale_trials(study, self.stale_after_s):
+            retried = close_stale(study, trial, self.max_retries)
+            tracking.close_stale_runs(trial.user_attrs.get("mlflow_run_id"),
+                                      trial.user_attrs.get("mlflow_parent_run_id"))
+            print(f"trial {trial.number} was left running by a killed sweep: closed as failed"
+                  f"{', enqueued again' if retried else ''}", flush=True)
+
     def _run_batch(self, study: optuna.Study, plan: Plan, sweep: tracking.Sweep, progress: SweepProgress,
-                   batch: int) -> None:
+                   heartbeat: Heartbeat, batch: int) -> list[str]:
         trials = [study.ask(plan.space.distributions) for _ in range(batch)]
         overrides = [plan.space.fixed_overrides + [to_override(k, t.params[k]) for k in plan.space.distributions]
                      for t in trials]
         run_ids: list[str] = []
         try:
             for trial, lines in zip(trials, overrides):
+                heartbeat.track(trial)
                 run_ids.append(tracking.start_trial(sweep, trial.number, flatten(self._compose(lines))))
                 trial.set_user_attr("mlflow_run_id", run_ids[-1])
+                trial.set_user_attr("mlflow_parent_run_id", sweep.parent_run_id)
             progress.started([t.number for t in trials], trials[0].params)
             returns = self.launcher.launch(overrides, initial_job_idx=self.job_idx)
         except BaseException as err:
-            reason = f"sweep interrupted: {type(err).__name__}"
+            reason = f"sweep interrupted: {err or type(err).__name__}"
             for trial, run_id in zip(trials, run_ids + [None] * batch):
                 self._close(study, trial, sweep, run_id, {"outcome": "crashed", "reason": reason}, plan, progress)
+                heartbeat.untrack(trial)
             raise
         self.job_idx += batch
+        outcomes = []
         for trial, run_id, ret in zip(trials, run_ids, returns):
-            self._close(study, trial, sweep, run_id, _result_of(ret), plan, progress)
+            outcomes.append(self._close(study, trial, sweep, run_id, _result_of(ret), plan, progress))
+            heartbeat.untrack(trial)
+        return outcomes
 
     def _close(self, study: optuna.Study, trial: optuna.Trial, sweep: tracking.Sweep, run_id: str | None,
-               result: Any, plan: Plan, progress: SweepProgress) -> None:
-        is_dict = isinstance(result, dict)
-        outcome = result.get("outcome", "ok") if is_dict else "ok"
-        reason = str(result.get("reason", "")) if is_dict else ""
-        metrics = dict(result.get("metrics", {})) if is_dict else {}
-        values = None
-        if outcome == "ok":
-            try:
-                values = objective_values(result, plan.objectives, len(plan.directions))
-            except (ValueError, TypeError) as err:
-                outcome, reason = "crashed", f"bad objective values: {err}"
-        trial.set_user_attr("outcome", outcome)
-        trial.set_user_attr("reason", reason)
-        trial.set_user_attr("metrics", {k: v for k, v in metrics.items() if isinstance(v, (int, float))})
-        if values is not None:
-            trial.set_constraint(RUNNABLE, 0.0)
-            study.tell(trial, values)
-        elif outcome in INFEASIBLE_OUTCOMES:
-            # Told as a violated constraint, so the sampler learns where the
-            # hardware's limit is; the placeholder values never rank (infeasible).
-            trial.set_constraint(RUNNABLE, 1.0)
-            study.tell(trial, [0.0 if d == "maximize" else float("inf") for d in plan.directions])
-        else:
-            study.tell(trial, state=TrialState.FAIL)
+               result: Any, plan: Plan, progress: SweepProgress) -> str:
+        scored = score(result, plan.objectives, len(plan.directions), plan.constraints)
+        tell(study, trial, scored, plan.directions)
         if run_id is not None:
-            info = result.get("info", {}) if is_dict else {}
-            tracking.end_trial(sweep, run_id, outcome, metrics,
-                               {"search.reason": reason, **{f"search.info.{k}": v for k, v in info.items()}})
-        if values is not None and not metrics:
-            metrics = dict(zip(progress.objectives, values))
-        progress.finished(trial.number, outcome, metrics, trial.params, plan.directions, reason)
+            tracking.end_trial(sweep, run_id, scored.outcome, scored.metrics,
+                               {"search.reason": scored.reason, **{f"search.info.{k}": v for k, v in scored.info.items()}})
+        shown = scored.metrics or dict(zip(progress.objectives, scored.values or []))
+        progress.finished(trial.number, scored.outcome, shown, trial.params, plan.directions, scored.reason)
+        return scored.outcome
 
 
 def _result_of(ret: JobReturn) -> Any:

@@ -101,3 +101,14 @@ def check_reachable() -> None:
         reason = " ".join(str(err).split())[:200]
         raise BadInput(f"the MLflow tracking URI must be reachable; got {redact(client.tracking_uri)} "
                        f"({type(err).__name__}: {redact(reason)}); fix: start the server or set MLFLOW_TRACKING_URI") from None
+
+
+def close_stale_runs(*run_ids: str | None) -> None:
+    """Close runs a killed sweep left RUNNING as KILLED (a finished run is left alone)."""
+    client = MlflowClient()
+    for run_id in filter(None, run_ids):
+        run = client.get_run(run_id)
+        if run.info.status == "RUNNING":
+            if run.data.tags.get("search.role") == "trial":
+                client.set_tag(run_id, "search.outcome", "crashed")
+            client.set_terminated(run_id, status="KILLED")

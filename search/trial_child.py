@@ -3,12 +3,38 @@ library at module level so that unpickling it in the forkserver child is
 free; torch and objectives are already loaded there."""
 from __future__ import annotations
 
+import ctypes
 import json
 import os
+import resource
+import signal
+import sys
 import traceback
+
+_OOM_WORDS = ("OutOfMemory", "out of memory", "can't allocate memory", "Cannot allocate memory")
+
+
+def die_with_parent() -> None:
+    """SIGKILL this process when its parent dies (Linux), so a killed sweep
+    leaves no trial behind: the forkserver exits with the sweep, then this."""
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+def cap_memory(max_bytes: int | None) -> None:
+    """Make out-of-memory real on a CPU: allocations past the cap fail in this process tree."""
+    if max_bytes:
+        resource.setrlimit(resource.RLIMIT_AS, (max_bytes, max_bytes))
+
+
+def outcome_of(err: BaseException) -> str:
+    text = f"{type(err).__name__} {err}"
+    return "oom" if isinstance(err, MemoryError) or any(w in text for w in _OOM_WORDS) else "crashed"
 
 
 def main(cfg: dict, result_path: str) -> None:
+    die_with_parent()
+    cap_memory((cfg.get("trial") or {}).get("max_memory_bytes"))
     import objectives
 
     try:
@@ -16,11 +42,11 @@ def main(cfg: dict, result_path: str) -> None:
     except objectives.ConfigError as err:
         result = {"outcome": "infeasible", "reason": str(err), "metrics": {}, "info": {}}
     except BaseException as err:  # noqa: BLE001 - every failure becomes data
-        name = type(err).__name__
-        outcome = "oom" if isinstance(err, MemoryError) or "OutOfMemory" in name else "crashed"
-        last = traceback.extract_tb(err.__traceback__)[-1:] or None
+        last = traceback.extract_tb(err.__traceback__)[-1:]
         where = f" at {os.path.basename(last[0].filename)}:{last[0].lineno}" if last else ""
-        result = {"outcome": outcome, "reason": f"{name}: {err}{where}", "metrics": {}, "info": {}}
+        first_line = (str(err).strip().splitlines() or [""])[0][:300]
+        result = {"outcome": outcome_of(err), "reason": f"{type(err).__name__}: {first_line}{where}",
+                  "metrics": {}, "info": {}}
     tmp = result_path + ".tmp"
     with open(tmp, "w") as f:
         json.dump(result, f)

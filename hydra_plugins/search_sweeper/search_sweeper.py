@@ -40,6 +40,12 @@ class SearchSweeperConf:
     seed: Optional[int] = None  # overrides sampler.seed when set
     params: Optional[Dict[str, Any]] = None
     experiment_name: Optional[str] = None  # MLflow experiment; null: the study name
+    # Rules on trial metrics, e.g. ["val_accuracy >= 0.97", "peak_pss_tree_bytes <= 4e9"].
+    constraints: List[str] = field(default_factory=list)
+    max_retries: int = 1  # times a trial killed with its sweep is enqueued again
+    stale_after_s: float = 120.0  # a RUNNING trial of a worker on another host with no heartbeat for this long is stale
+    max_failure_rate: float = 0.5  # give up (exit 3) when more crashed/timed out, once failure_min_trials ran
+    failure_min_trials: int = 4
 
 
 ConfigStore.instance().store(group="hydra/sweeper", name="search", node=SearchSweeperConf, provider="search")

@@ -1,0 +1,241 @@
+"""GPU figures of a trial, sampled by the sweep process with NVML around it.
+
+Sampling from outside the trial sees every rank's GPU and costs the trial
+nothing; a thread reads each GPU every `interval_s` (0.2 s) and keeps the
+readings with their time.time() stamps. The trial reports when its timed
+part started and ended (`timed_start_unix_s`, `timed_end_unix_s`), so the
+summary describes exactly the steps whose throughput is scored, and energy
+per sample divides the energy of those steps by the samples they trained.
+
+Energy comes from the driver's cumulative counter (nvmlDeviceGetTotalEnergyConsumption,
+mJ), read at the window edges by linear interpolation between the readings
+either side; `energy_j_from_power` (mean power x window length) is a
+cross-check that needs no counter.
+
+Telemetry never fails a trial: without NVML the sampler does nothing and
+`notice()` gives one line for the sweep to print once; an NVML error while
+sampling (GPU lost, driver gone) ends sampling, keeps what was read, and is
+reported as `gpu_telemetry_error`.
+"""
+from __future__ import annotations
+
+import statistics
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping
+
+from search import nvml
+from search.nvml import GpuReading
+
+SAMPLE_INTERVAL_S = 0.2
+SERIES_FIELDS = ("util_gpu_percent", "util_mem_percent", "mem_used_bytes", "power_w", "temp_c", "sm_clock_mhz",
+                 "mem_clock_mhz")
+_notice_cache: list[str | None] = []
+
+
+def notice() -> str | None:
+    """One line saying GPU figures are absent and why, or None when NVML sees GPUs.
+    Cached: the sweep prints it once, not once per trial."""
+    if not _notice_cache:
+        reason = nvml.start()
+        if reason is None:
+            nvml.stop()
+            _notice_cache.append(None)
+        else:
+            _notice_cache.append(f"no NVIDIA GPU (NVML: {reason}): logging CPU figures only")
+    return _notice_cache[0]
+
+
+def trial_gpu_indices(devices: int) -> list[int]:
+    """NVML indices of the GPUs a trial with `parallel.devices` ranks uses: cuda:0..devices-1."""
+    reason = nvml.start()
+    if reason is not None:
+        return []
+    try:
+        return nvml.visible_indices(nvml.device_count())[:devices]
+    finally:
+        nvml.stop()
+
+
+@dataclass
+class GpuReport:
+    """What one trial adds to its result: numbers, strings, and stepped series."""
+
+    metrics: dict[str, float]
+    info: dict[str, str]
+    series: dict[str, list[tuple[int, float, int]]]
+
+
+@dataclass
+class GpuSampler:
+    """Context manager: reads `indices` (None: every GPU) every `interval_s` while open."""
+
+    indices: list[int] | None = None
+    interval_s: float = SAMPLE_INTERVAL_S
+    samples: list[GpuReading] = field(default_factory=list)
+    error: str | None = None
+    unavailable: str | None = None
+    _handles: list[tuple[int, Any]] = field(default_factory=list)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+
+    def __enter__(self) -> "GpuSampler":
+        self.unavailable = nvml.start()
+        if self.unavailable is not None:
+            return self
+        try:
+            wanted = range(nvml.device_count()) if self.indices is None else self.indices
+            self._handles = [(i, nvml.handle(i)) for i in wanted]
+        except Exception as err:
+            self.error = _describe(err)
+            nvml.stop()
+            return self
+        self._thread = threading.Thread(target=self._run, name="search-gpu-telemetry", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._thread is None:
+            return
+        self._stop.set()
+        self._thread.join()
+        nvml.stop()
+
+    def _run(self) -> None:
+        while self._sample() and not self._stop.wait(self.interval_s):
+            pass
+        if self.error is None:
+            self._sample()  # a reading at the very end brackets the trial's last window edge
+
+    def _sample(self) -> bool:
+        now = time.time()
+        try:
+            readings = [nvml.read(i, h, now) for i, h in self._handles]
+        except Exception as err:  # GpuIsLost, Unknown, a driver reload: stop, keep what we have
+            self.error = _describe(err)
+            return False
+        self.samples.extend(readings)
+        return True
+
+    def notice(self) -> str | None:
+        return None if self.unavailable is None else f"no NVIDIA GPU (NVML: {self.unavailable}): logging CPU figures only"
+
+    def report(self, trial_metrics: Mapping[str, float]) -> GpuReport:
+        """Summary over the trial's timed window, as the trial's metrics describe it."""
+        window, samples_trained = trial_window(trial_metrics)
+        info = {} if self.error is None else {"gpu_telemetry_error": self.error}
+        return GpuReport(summarize(self.samples, window, samples_trained), info, series(self.samples))
+
+
+def trial_window(metrics: Mapping[str, float]) -> tuple[tuple[float, float] | None, float | None]:
+    """(timed window in unix seconds or None, samples trained inside it).
+
+    Samples in the window are `timed_samples` when the trial reports it;
+    otherwise the timed windows' steps times the global batch (samples_trained / steps)."""
+    start, end = metrics.get("timed_start_unix_s"), metrics.get("timed_end_unix_s")
+    if start is None or end is None or not end > start:
+        return None, metrics.get("samples_trained")
+    if "timed_samples" in metrics:
+        return (start, end), metrics["timed_samples"]
+    steps, trained = metrics.get("steps"), metrics.get("samples_trained")
+    windows, window_steps = metrics.get("throughput_windows"), metrics.get("throughput_window_steps")
+    if not steps or trained is None or windows is None or window_steps is None:
+        return (start, end), None
+    return (start, end), windows * window_steps * trained / steps
+
+
+def summarize(samples: Iterable[GpuReading], window: tuple[float, float] | None = None,
+              samples_trained: float | None = None) -> dict[str, float]:
+    """Metrics over `window` (t0, t1) in unix seconds, or over all samples when None.
+
+    Means and maxima pool every sampled GPU (per-GPU figures); energy sums the GPUs."""
+    by_gpu: dict[int, list[GpuReading]] = {}
+    for s in sorted(samples, key=lambda s: s.time_unix_s):
+        by_gpu.setdefault(s.index, []).append(s)
+    if not by_gpu:
+        return {}
+    every = [s for readings in by_gpu.values() for s in readings]
+    t0, t1 = window if window is not None else (min(s.time_unix_s for s in every), max(s.time_unix_s for s in every))
+    inside = [s for s in every if t0 <= s.time_unix_s <= t1] or _nearest(every, (t0 + t1) / 2)
+    out: dict[str, float] = {"gpu_count_sampled": float(len(by_gpu)), "gpu_samples": float(len(inside)),
+                             "gpu_window_s": t1 - t0}
+    _stats(out, "gpu_util_percent", [s.util_gpu_percent for s in inside], ("mean", "max"))
+    _stats(out, "gpu_mem_util_percent", [s.util_mem_percent for s in inside], ("mean", "max"))
+    _stats(out, "gpu_mem_used_bytes", [s.mem_used_bytes for s in inside], ("max",))
+    _stats(out, "gpu_power_w", [s.power_w for s in inside], ("mean", "max"))
+    _stats(out, "gpu_temp_c", [s.temp_c for s in inside], ("mean", "max"))
+    _stats(out, "gpu_sm_clock_mhz", [s.sm_clock_mhz for s in inside], ("mean", "min"))
+    _stats(out, "gpu_mem_clock_mhz", [s.mem_clock_mhz for s in inside], ("mean",))
+    flagged = [s.throttle for s in inside if s.throttle is not None]
+    if flagged:
+        for flag in nvml.THROTTLE_FLAGS:
+            out[f"gpu_throttle_{flag}_fraction"] = sum(f[flag] for f in flagged) / len(flagged)
+    energy_j = _energy_j(by_gpu, t0, t1)
+    if energy_j is not None:
+        out["energy_j"] = energy_j
+        if samples_trained:
+            out["energy_j_per_sample"] = energy_j / samples_trained
+    per_gpu_power = [_mean([s.power_w for s in inside if s.index == i]) for i in by_gpu]
+    if all(p is not None for p in per_gpu_power):
+        out["energy_j_from_power"] = sum(per_gpu_power) * (t1 - t0)  # type: ignore[arg-type]
+    return out
+
+
+def series(samples: Iterable[GpuReading]) -> dict[str, list[tuple[int, float, int]]]:
+    """Per GPU and field, (step, value, timestamp_ms) for stepped MLflow metrics such as `gpu0_power_w`."""
+    out: dict[str, list[tuple[int, float, int]]] = {}
+    steps: dict[int, int] = {}
+    for s in sorted(samples, key=lambda s: s.time_unix_s):
+        step = steps[s.index] = steps.get(s.index, -1) + 1
+        for name in SERIES_FIELDS:
+            value = getattr(s, name)
+            if value is not None:
+                out.setdefault(f"gpu{s.index}_{name}", []).append((step, float(value), int(s.time_unix_s * 1000)))
+    return out
+
+
+def _energy_j(by_gpu: dict[int, list[GpuReading]], t0: float, t1: float) -> float | None:
+    total = 0.0
+    for readings in by_gpu.values():
+        points = [(s.time_unix_s, s.energy_mj) for s in readings if s.energy_mj is not None]
+        if not points:
+            return None
+        total += (_interpolate(points, t1) - _interpolate(points, t0)) / 1000.0
+    return total
+
+
+def _interpolate(points: list[tuple[float, float]], t: float) -> float:
+    """Counter value at time t from the readings either side (clamped at the ends)."""
+    if t <= points[0][0]:
+        return points[0][1]
+    for (ta, va), (tb, vb) in zip(points, points[1:]):
+        if ta <= t <= tb:
+            return va if tb == ta else va + (vb - va) * (t - ta) / (tb - ta)
+    return points[-1][1]
+
+
+def _nearest(samples: list[GpuReading], t: float) -> list[GpuReading]:
+    """A window shorter than the sampling interval holds no reading: use the closest one per GPU."""
+    best: dict[int, GpuReading] = {}
+    for s in samples:
+        if s.index not in best or abs(s.time_unix_s - t) < abs(best[s.index].time_unix_s - t):
+            best[s.index] = s
+    return list(best.values())
+
+
+def _stats(out: dict[str, float], name: str, values: list[float | None], kinds: tuple[str, ...]) -> None:
+    present = [v for v in values if v is not None]
+    if not present:
+        return
+    for kind in kinds:
+        out[f"{name}_{kind}"] = {"mean": statistics.fmean, "max": max, "min": min}[kind](present)
+
+
+def _mean(values: list[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return statistics.fmean(present) if present else None
+
+
+def _describe(err: Exception) -> str:
+    return " ".join(f"{type(err).__name__}: {err}".split())
