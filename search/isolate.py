@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import multiprocessing as mp
+import os
 import signal
 import tempfile
 import time
@@ -38,7 +39,8 @@ def run_isolated(cfg: dict, timeout_s: float) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="search-trial-") as tmp:
         result_path = Path(tmp) / "result.json"
         started = time.perf_counter()
-        proc = _forkserver().Process(target=trial_child.main, args=(cfg, str(result_path)), name="search-trial")
+        proc = _forkserver().Process(target=trial_child.main, args=(cfg, str(result_path), os.getpid()),
+                                     name="search-trial")
         proc.start()
         try:
             with TreeSampler(proc.pid) as sampler:

@@ -3,22 +3,36 @@ library at module level so that unpickling it in the forkserver child is
 free; torch and objectives are already loaded there."""
 from __future__ import annotations
 
-import ctypes
 import json
 import os
 import resource
-import signal
-import sys
+import threading
+import time
 import traceback
 
 _OOM_WORDS = ("OutOfMemory", "out of memory", "can't allocate memory", "Cannot allocate memory")
 
 
-def die_with_parent() -> None:
-    """SIGKILL this process when its parent dies (Linux), so a killed sweep
-    leaves no trial behind: the forkserver exits with the sweep, then this."""
-    if sys.platform.startswith("linux"):
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+def die_with_sweep(sweep_pid: int, interval_s: float = 0.5) -> None:
+    """Kill this trial's whole process tree when the sweep that started it is
+    gone (SIGKILL leaves it no chance to clean up). The parent here is the
+    forkserver, which outlives the sweep while any of its children hold its
+    liveness pipe, so PR_SET_PDEATHSIG cannot be used; a watchdog thread can."""
+    import psutil
+
+    sweep = psutil.Process(sweep_pid)
+
+    def watch() -> None:
+        while sweep.is_running():
+            time.sleep(interval_s)
+        for child in psutil.Process().children(recursive=True):
+            try:
+                child.kill()
+            except psutil.Error:
+                pass
+        os._exit(1)
+
+    threading.Thread(target=watch, name="search-sweep-watchdog", daemon=True).start()
 
 
 def cap_memory(max_bytes: int | None) -> None:
@@ -32,8 +46,8 @@ def outcome_of(err: BaseException) -> str:
     return "oom" if isinstance(err, MemoryError) or any(w in text for w in _OOM_WORDS) else "crashed"
 
 
-def main(cfg: dict, result_path: str) -> None:
-    die_with_parent()
+def main(cfg: dict, result_path: str, sweep_pid: int) -> None:
+    die_with_sweep(sweep_pid)
     cap_memory((cfg.get("trial") or {}).get("max_memory_bytes"))
     import objectives
 

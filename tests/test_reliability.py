@@ -1,0 +1,120 @@
+"""Nothing lost: SIGKILL of the sweep then the same command, SIGTERM, and no
+orphan processes. Real sweeps in subprocesses; the trial processes are found
+in the process table by an environment token only the test's sweep carries."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import optuna
+import psutil
+import pytest
+from mlflow.tracking import MlflowClient
+from optuna.trial import TrialState
+
+from conftest import REPO, run_search
+from test_sweep import load_study, runs
+
+pytestmark = pytest.mark.slow
+
+ARGS = ["hydra.sweeper.n_trials=2", "train.budget_samples=6000", "batch_size=choice(32,64)",
+        "loader.num_workers=1", "parallel.devices=1", "hydra.sweeper.seed=3"]
+
+
+def tagged_processes(token: str) -> list[psutil.Process]:
+    found = []
+    for proc in psutil.process_iter():
+        try:
+            if proc.environ().get("SEARCH_TEST_TOKEN") == token:
+                found.append(proc)
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            continue
+    return found
+
+
+def start_sweep(workdir: Path, token: str, *args: str) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": str(REPO), "SEARCH_TEST_TOKEN": token}
+    return subprocess.Popen([sys.executable, "-m", "search", "multirun", *args], cwd=workdir, env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def wait_until_a_trial_runs(workdir: Path, proc: subprocess.Popen, completed_before: int, timeout_s: float = 120):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, proc.communicate()
+        if (workdir / "optuna.journal").exists():
+            try:
+                trials = load_study(workdir).trials
+            except KeyError:  # the study is not written yet
+                trials = []
+            done = [t for t in trials if t.state == TrialState.COMPLETE]
+            running = [t for t in trials if t.state == TrialState.RUNNING and "mlflow_run_id" in t.user_attrs]
+            if len(done) >= completed_before and running:
+                time.sleep(1.0)  # let the trial's process tree start
+                return running[0]
+        time.sleep(0.2)
+    raise AssertionError("no trial started running in time")
+
+
+def wait_gone(token: str, timeout_s: float = 15) -> list[psutil.Process]:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and tagged_processes(token):
+        time.sleep(0.2)
+    return tagged_processes(token)
+
+
+def test_sigkill_mid_trial_then_the_same_command_resumes_without_loss_or_duplicates(workdir: Path) -> None:
+    token = uuid.uuid4().hex
+    proc = start_sweep(workdir, token, *ARGS)
+    killed = wait_until_a_trial_runs(workdir, proc, completed_before=1)
+    assert len(tagged_processes(token)) >= 3  # sweep, forkserver, trial (+ loader worker)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    assert wait_gone(token) == [], "a killed sweep left trial processes behind"
+
+    again = run_search("multirun", *ARGS, cwd=workdir)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert f"trial {killed.number} was left running by a killed sweep: closed as failed, enqueued again" in again.stdout
+
+    trials = load_study(workdir).trials
+    by_number = {t.number: t for t in trials}
+    assert by_number[killed.number].state == TrialState.FAIL
+    assert by_number[killed.number].user_attrs["outcome"] == "crashed"
+    retry = [t for t in trials if t.user_attrs.get("search.retry_of") == killed.number]
+    assert len(retry) == 1 and retry[0].params == killed.params and retry[0].state == TrialState.COMPLETE
+    complete = [t for t in trials if t.state == TrialState.COMPLETE]
+    assert len(complete) == 3  # one before the kill, the retry and one new trial: n_trials=2 per invocation
+    assert len(trials) == 4 and sorted(t.number for t in trials) == [0, 1, 2, 3]
+
+    client = MlflowClient(f"sqlite:///{workdir}/mlflow.db")
+    assert client.get_run(killed.user_attrs["mlflow_run_id"]).info.status == "KILLED"
+    assert client.get_run(killed.user_attrs["mlflow_parent_run_id"]).info.status == "KILLED"
+    all_runs = runs(workdir, "trial") + runs(workdir, "sweep")
+    assert [r for r in all_runs if r.info.status == "RUNNING"] == []
+    assert len(runs(workdir, "trial")) == 4
+    assert len({r.data.tags["search.trial_number"] for r in runs(workdir, "trial")}) == 4
+
+
+def test_sigterm_closes_the_running_trial_and_exits_non_zero_leaving_no_processes(workdir: Path) -> None:
+    token = uuid.uuid4().hex
+    proc = start_sweep(workdir, token, *ARGS)
+    running = wait_until_a_trial_runs(workdir, proc, completed_before=0)
+    started = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=60)
+    assert time.monotonic() - started < 30
+    assert proc.returncode == 143, stderr[-3000:]
+    assert "terminated by SIGTERM" in stderr and "resume" in stderr
+    assert wait_gone(token) == []
+
+    trial = load_study(workdir).trials[running.number]
+    assert trial.state == TrialState.FAIL
+    assert "SIGTERM" in trial.user_attrs["reason"]
+    client = MlflowClient(f"sqlite:///{workdir}/mlflow.db")
+    assert client.get_run(trial.user_attrs["mlflow_run_id"]).info.status == "FAILED"
+    assert client.get_run(trial.user_attrs["mlflow_parent_run_id"]).info.status == "KILLED"
