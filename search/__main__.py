@@ -1,5 +1,6 @@
 """`python -m search multirun [overrides]`: a sweep (Hydra --multirun).
 `python -m search run [overrides]`: one trial at a fixed configuration.
+`python -m search doctor`: what this machine can run and whether storage and MLflow answer.
 
 Overrides are Hydra's (`batch_size=choice(32,64)`, `train.budget_samples=3000`,
 `hydra.sweeper.n_trials=4`). A malformed one is reported in one line with
@@ -10,9 +11,11 @@ from __future__ import annotations
 import sys
 
 USAGE = """usage: python -m search {multirun,run} [hydra overrides ...]
+       python -m search doctor [--storage URL_OR_PATH]
 
   multirun   sweep the search space (conf/search/) with Optuna, log to MLflow
   run        run one trial at the configuration given by the overrides
+  doctor     hardware, versions, runnable knob values, storage and MLflow reachability
 
 Examples:
   python -m search multirun hydra.sweeper.n_trials=4 train.budget_samples=3000
@@ -20,7 +23,7 @@ Examples:
   python -m search run batch_size=128 loader.num_workers=2
 Hydra's own flags work too: python -m search multirun --cfg job"""
 
-COMMANDS = {"multirun": ["--multirun"], "run": []}
+COMMANDS = {"multirun": ["--multirun"], "run": [], "doctor": []}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -34,13 +37,19 @@ def main(argv: list[str] | None = None) -> None:
               f"fix: python -m search multirun", file=sys.stderr)
         raise SystemExit(2)
 
-    from hydra._internal.utils import get_args_parser
+    if command == "doctor":
+        from search.doctor import main as doctor
 
-    from search.errors import BadInput, exit_bad_input
-    from search.space import parse_overrides
+        raise SystemExit(doctor(rest))
+    run_hydra(command, rest)
+
+
+def run_hydra(command: str, rest: list[str]) -> None:
+    from search.errors import BadInput, Interrupted, exit_bad_input, raise_on_sigterm
+    from search.precheck import check_command_line
 
     try:
-        parse_overrides(get_args_parser().parse_args(rest).overrides)
+        check_command_line(rest)
     except BadInput as err:
         exit_bad_input(err)
 
@@ -48,8 +57,6 @@ def main(argv: list[str] | None = None) -> None:
 
     from search.app import task
     from search.paths import conf_dir
-
-    from search.errors import Interrupted, raise_on_sigterm
 
     raise_on_sigterm()
     sys.argv = [sys.argv[0], *COMMANDS[command], *rest]
@@ -60,7 +67,6 @@ def main(argv: list[str] | None = None) -> None:
         print(f"search: {why}: the running trial was closed as failed; run the same command again to resume",
               file=sys.stderr, flush=True)
         raise SystemExit(getattr(err, "exit_status", 130)) from None
-
 
 if __name__ == "__main__":
     main()

@@ -128,7 +128,8 @@ def check_tracking() -> Check:
 
     uri = os.environ.get("MLFLOW_TRACKING_URI") or mlflow.get_tracking_uri()
     http = uri.startswith(("http://", "https://"))
-    with _env(MLFLOW_HTTP_REQUEST_MAX_RETRIES="0", MLFLOW_HTTP_REQUEST_TIMEOUT="5") if http else contextlib.nullcontext():
+    short = _env(MLFLOW_HTTP_REQUEST_MAX_RETRIES="0", MLFLOW_HTTP_REQUEST_TIMEOUT="5") if http else contextlib.nullcontext()
+    with short:
         return _probe("MLflow tracking", redact(uri), lambda: MlflowClient(uri).search_experiments(max_results=1))
 
 

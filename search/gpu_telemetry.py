@@ -43,17 +43,22 @@ def notice() -> str | None:
             nvml.stop()
             _notice_cache.append(None)
         else:
-            _notice_cache.append(f"no NVIDIA GPU (NVML: {reason}): logging CPU figures only")
+            _notice_cache.append(_notice_line(reason))
     return _notice_cache[0]
 
 
-def trial_gpu_indices(devices: int) -> list[int]:
-    """NVML indices of the GPUs a trial with `parallel.devices` ranks uses: cuda:0..devices-1."""
+def _notice_line(reason: str) -> str:
+    return f"no NVIDIA GPU (NVML: {reason}): logging CPU figures only"
+
+
+def trial_gpu_indices(devices: int, cuda_visible_devices: str | None = None) -> list[int]:
+    """NVML indices of the GPUs a trial with `parallel.devices` ranks uses: its cuda:0..devices-1,
+    given the CUDA_VISIBLE_DEVICES the trial runs with (default: the sweep's own)."""
     reason = nvml.start()
     if reason is not None:
         return []
     try:
-        return nvml.visible_indices(nvml.device_count())[:devices]
+        return nvml.visible_indices(nvml.device_count(), cuda_visible_devices)[:devices]
     finally:
         nvml.stop()
 
@@ -76,6 +81,7 @@ class GpuSampler:
     samples: list[GpuReading] = field(default_factory=list)
     error: str | None = None
     unavailable: str | None = None
+    device_name: str = ""  # of the first sampled GPU, for the MFU peak table; "" without one
     _handles: list[tuple[int, Any]] = field(default_factory=list)
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
@@ -87,8 +93,12 @@ class GpuSampler:
         try:
             wanted = range(nvml.device_count()) if self.indices is None else self.indices
             self._handles = [(i, nvml.handle(i)) for i in wanted]
+            self.device_name = nvml.device_name(self._handles[0][1]) if self._handles else ""
         except Exception as err:
             self.error = _describe(err)
+            nvml.stop()
+            return self
+        if not self._handles:  # a CPU trial on a GPU machine
             nvml.stop()
             return self
         self._thread = threading.Thread(target=self._run, name="search-gpu-telemetry", daemon=True)
@@ -119,7 +129,7 @@ class GpuSampler:
         return True
 
     def notice(self) -> str | None:
-        return None if self.unavailable is None else f"no NVIDIA GPU (NVML: {self.unavailable}): logging CPU figures only"
+        return None if self.unavailable is None else _notice_line(self.unavailable)
 
     def report(self, trial_metrics: Mapping[str, float]) -> GpuReport:
         """Summary over the trial's timed window, as the trial's metrics describe it."""

@@ -107,9 +107,10 @@ def compute_capability(h: Any) -> tuple[int, int]:
     return int(major), int(minor)
 
 
-def visible_indices(count: int) -> list[int]:
-    """NVML indices of the GPUs CUDA would show this process (CUDA_VISIBLE_DEVICES)."""
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+def visible_indices(count: int, cuda_visible_devices: str | None = None) -> list[int]:
+    """NVML indices of the GPUs CUDA shows a process with this CUDA_VISIBLE_DEVICES
+    (default: this process's own)."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES") if cuda_visible_devices is None else cuda_visible_devices
     if visible is None:
         return list(range(count))
     out: list[int] = []

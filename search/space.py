@@ -34,7 +34,7 @@ def parse_overrides(lines: Sequence[str]) -> list[Override]:
     try:
         return OverridesParser.create().parse_overrides(list(lines))
     except OverrideParseException as err:
-        first = str(err).splitlines()[0]
+        first = "; ".join(line for line in str(err).splitlines() if line.strip() and not line.startswith("See "))
         raise BadInput(
             f"overrides must follow Hydra's grammar (key=value, choice(a,b), range(lo,hi), interval(lo,hi)); "
             f"{first}; fix: correct the quoted override"

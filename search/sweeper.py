@@ -7,8 +7,11 @@ line and exit status 2.
 """
 from __future__ import annotations
 
+import os
 import sys
+import tempfile
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Sequence
 
 import optuna
@@ -147,6 +150,7 @@ class SweeperImpl:
             for extra in [[]] + [[to_override(k, getattr(d, "choices", [getattr(d, "low", None)])[0])]
                                  for k, d in space.distributions.items()]:
                 self._compose(space.fixed_overrides + extra)
+        _check_writable(Path(str(self.config.hydra.sweep.dir)))
         storage = open_storage(self.storage)
         sampler = make_sampler(self.sampler_cfg, self.seed, space.distributions)
         name = self.study_name or self._default_study_name()
@@ -156,6 +160,7 @@ class SweeperImpl:
 
     def sweep(self, arguments: list[str]) -> optuna.Study:
         optuna.logging.set_verbosity(optuna.logging.WARNING)
+        tracking.bound_http_retries()
         try:
             plan = self._plan(arguments)
             tracking.check_reachable()
@@ -244,6 +249,17 @@ class SweeperImpl:
         shown = scored.metrics or dict(zip(progress.objectives, scored.values or []))
         progress.finished(trial.number, scored.outcome, shown, trial.params, plan.directions, scored.reason)
         return scored.outcome
+
+
+def _check_writable(sweep_dir: Path) -> None:
+    """Probe by making (and removing) a directory where the sweep's would go:
+    permission bits alone say yes to root on read-only or virtual filesystems."""
+    existing = next(p for p in (sweep_dir.absolute(), *sweep_dir.absolute().parents) if p.exists())
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".search-probe-", dir=existing))
+    except OSError:
+        raise BadInput(f"the sweep's output directory must be writable; got {sweep_dir} ({existing} is not writable); "
+                       f"fix: hydra.sweep.dir=<a writable directory>") from None
 
 
 def _result_of(ret: JobReturn) -> Any:

@@ -9,6 +9,7 @@ goes through `redact` first.
 from __future__ import annotations
 
 import math
+import os
 import time
 from dataclasses import dataclass
 from typing import Any, Mapping
@@ -29,6 +30,14 @@ class Sweep:
     experiment_id: str
     parent_run_id: str
     study_name: str
+
+
+def bound_http_retries() -> None:
+    """MLflow's HTTP client retries for minutes by default; a sweep would stall
+    on a down server. Bounded unless the user set these themselves."""
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2")
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "1")
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "15")
 
 
 def tracking_uri() -> str:

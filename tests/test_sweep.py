@@ -73,31 +73,3 @@ def test_four_trials_land_in_optuna_and_mlflow_and_a_rerun_resumes(workdir: Path
     assert len({r.data.tags["search.trial_number"] for r in trial_runs}) == 8
     assert len({t.user_attrs["mlflow_run_id"] for t in study.trials}) == 8
     assert len(runs(workdir, "sweep")) == 2
-
-
-@pytest.mark.parametrize(
-    "override, words",
-    [
-        ("batch_size=choice(32,64", "grammar"),
-        ("precision=choice()", "grammar"),
-        ("precision=fp64", "precision"),
-        ("precision=choice(fp32,fp64)", "fp64"),
-        ("batch_size=-1", "batch_size"),
-        ("model_pruning.ratio=interval(0.5,0.1)", "low < high"),
-        ("nosuch.knob=choice(1,2)", "nosuch"),
-        ("hydra.sweeper.storage=/nonexistent/dir/study.journal", "writable"),
-        ("hydra.sweeper.direction=upward", "maximize or minimize"),
-    ],
-)
-def test_bad_input_is_one_line_exit_2_and_leaves_nothing(workdir: Path, override: str, words: str) -> None:
-    result = run_search("multirun", override, cwd=workdir, timeout_s=120)
-    assert result.returncode == 2, (result.stdout, result.stderr)
-    lines = [line for line in result.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1, result.stderr
-    assert lines[0].startswith("search: error: ") and words in lines[0] and "fix:" in lines[0]
-    assert not (workdir / "multirun").exists()
-    journal = workdir / "optuna.journal"
-    if journal.exists():
-        assert JournalStorage(JournalFileBackend(str(journal))).get_all_studies() == []
-    if (workdir / "mlflow.db").exists():
-        assert runs(workdir, "sweep") == [] and runs(workdir, "trial") == []

@@ -1,0 +1,78 @@
+"""Bad input: one line with the rule, the value and the fix, exit status 2,
+and no study, no MLflow run, no output directory."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import optuna
+import pytest
+from optuna.storages import JournalStorage
+from optuna.storages.journal import JournalFileBackend
+
+from conftest import run_search
+from test_sweep import runs
+
+pytestmark = pytest.mark.slow
+
+CASES = [
+    ("batch_size=choice(32,64", "grammar"),
+    ("precision=choice()", "empty choice"),
+    ("precision=fp64", "precision must be one of"),
+    ("precision=choice(fp32,fp64)", "fp64"),
+    ("batch_size=-1", "batch_size"),
+    ("batch_size=abc", "batch_size"),
+    ("batch_size=choice(32,32)", "distinct"),
+    ("batch_size=range(64,32)", "start < stop"),
+    ("model_pruning.ratio=interval(0.5,0.1)", "low < high"),
+    ("model_pruning.ratio=0.95", "model_pruning.ratio"),
+    ("model_pruning.method=magic", "magic"),
+    ("loader.num_workers=-2", "loader.num_workers"),
+    ("parallel.devices=0", "parallel.devices"),
+    ("optim.lr_scaling=cubic", "cubic"),
+    ("train.budget_samples=0", "budget_samples"),
+    ("nosuch.knob=choice(1,2)", "nosuch"),
+    ("nosuch.knob=3", "nosuch"),
+    ("objective=nosuch", "nosuch"),
+    ("hydra/sweeper/sampler=nosuch", "nosuch"),
+    ("hydra.sweeper.storage=/nonexistent/dir/study.journal", "writable"),
+    ("hydra.sweeper.storage=postgresql://alice:s3cret@127.0.0.1:1/db", "reachable"),
+    ("hydra.sweep.dir=/proc/no/such/dir", "output directory must be writable"),
+    ("hydra.sweeper.direction=upward", "maximize or minimize"),
+    ("hydra.sweeper.objectives=[throughput_samples_per_s]", "same length"),
+    ("hydra.sweeper.n_trials=0", "n_trials"),
+    ("hydra.sweeper.constraints=['val_accuracy > 0.9']", "metric >= number"),
+]
+
+
+def assert_one_line_and_nothing_created(workdir: Path, result, words: str) -> None:
+    assert result.returncode == 2, (result.stdout[-2000:], result.stderr[-2000:])
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("search: error: ") and "fix:" in lines[0], lines[0]
+    assert words in lines[0], lines[0]
+    assert "s3cret" not in result.stdout + result.stderr
+    assert not (workdir / "multirun").exists()
+    journal = workdir / "optuna.journal"
+    if journal.exists():
+        assert JournalStorage(JournalFileBackend(str(journal))).get_all_studies() == []
+    if (workdir / "mlflow.db").exists():
+        assert runs(workdir, "sweep") == [] and runs(workdir, "trial") == []
+
+
+@pytest.mark.parametrize("override, words", CASES, ids=[c[0] for c in CASES])
+def test_bad_input(workdir: Path, override: str, words: str) -> None:
+    assert_one_line_and_nothing_created(workdir, run_search("multirun", override, cwd=workdir, timeout_s=120), words)
+
+
+def test_unreachable_mlflow_fails_fast(workdir: Path) -> None:
+    result = run_search("multirun", cwd=workdir, timeout_s=120, env={"MLFLOW_TRACKING_URI": "http://127.0.0.1:1"})
+    assert_one_line_and_nothing_created(workdir, result, "MLflow tracking URI must be reachable")
+
+
+def test_a_study_with_other_directions_is_refused_untouched(workdir: Path) -> None:
+    storage = JournalStorage(JournalFileBackend(str(workdir / "optuna.journal")))
+    optuna.create_study(study_name="digits", storage=storage, direction="minimize")
+    result = run_search("multirun", cwd=workdir, timeout_s=120)
+    assert result.returncode == 2 and "already exists with directions ['minimize']" in result.stderr
+    assert len(storage.get_all_studies()) == 1 and not (workdir / "multirun").exists()
+    assert runs(workdir, "sweep") == []
