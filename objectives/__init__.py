@@ -1,9 +1,19 @@
 """What a sweep trial trains: ``run_trial(cfg) -> TrialResult``.
 
 The sweep forks a fresh child per trial and calls ``run_trial`` with the
-resolved config dict; this package trains the digits workload for a fixed
-sample budget and reports speed, accuracy and size. Every knob and the flag
-that controls it:
+resolved config dict; this package trains the workload ``objective.name``
+names for a fixed sample budget and reports speed, accuracy and size:
+
+- ``digits``: sklearn's bundled digits and a small CNN (objectives/digits.py)
+- ``gpt``: a byte-level decoder-only transformer on the stdlib's own source
+  (objectives/gpt.py, objectives/corpus.py); also tokens/s and model FLOPs/token
+- ``resnet``: a small ResNet on synthetic images, throughput only
+  (objectives/resnet.py; ``objective.measures_accuracy: false``)
+- ``custom``: the user's ``objective.callable`` (wrapped, knobs not applied),
+  or their ``_target_`` model and datasets trained like the others
+  (objectives/custom.py, objectives/instantiate.py)
+
+Every knob and the flag that controls it:
 
 - batch size (``batch_size``, per rank) and its LR rule
   (``optim.lr_scaling``: sqrt | linear | none, from ``optim.base_batch_size``)
@@ -15,6 +25,9 @@ that controls it:
 - parallelism (``parallel.devices`` DDP ranks, ``parallel.threads`` per rank)
 - the budget and timing (``train.budget_samples``, ``warmup_steps``,
   ``window_steps``, ``seed``, ``eval_batch_size``)
+- time to accuracy (``train.target_val_accuracy``, ``train.eval_every_samples``)
+
+A knob a workload cannot use is listed in info ``knobs_not_applied``.
 
 Imports only torch, numpy, scikit-learn, psutil and torch-pruning; never the
 sweeper, Optuna, Hydra or MLflow.

@@ -14,23 +14,32 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from objectives.config_check import ConfigError, Rule, checked, parse_section
+from objectives.objective_config import (
+    OBJECTIVES,
+    CustomConfig,
+    DigitsConfig,
+    GptConfig,
+    ObjectiveConfig,
+    ResnetConfig,
+    parse_objective,
+)
+
+__all__ = [
+    "OBJECTIVES",
+    "ConfigError",
+    "CustomConfig",
+    "DigitsConfig",
+    "GptConfig",
+    "ObjectiveConfig",
+    "ResnetConfig",
+    "TrialConfig",
+    "parse_config",
+]
+
 PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "fp8")
 MODEL_PRUNING_METHODS = ("structured", "unstructured")
 LR_SCALINGS = ("sqrt", "linear", "none")
-OBJECTIVES = ("digits",)
-
-
-class ConfigError(ValueError):
-    """A config value a trial cannot run; the message is one line: rule, value, fix."""
-
-
-@dataclass
-class ObjectiveConfig:
-    name: str = "digits"
-    image_size_px: int = 32
-    augment: bool = True
-    val_fraction: float = 0.2
-    channels: list[int] = field(default_factory=lambda: [16, 32])
 
 
 @dataclass
@@ -68,11 +77,13 @@ class TrainConfig:
     window_steps: int = 10
     seed: int = 0
     eval_batch_size: int = 512
+    target_val_accuracy: float | None = field(default=None, metadata={"kind": float})  # null: no time-to-accuracy
+    eval_every_samples: int = 0  # 0: every ~10% of budget_samples, when target_val_accuracy is set
 
 
 @dataclass
 class TrialConfig:
-    objective: ObjectiveConfig = field(default_factory=ObjectiveConfig)
+    objective: ObjectiveConfig = field(default_factory=DigitsConfig)
     batch_size: int = 64
     optim: OptimConfig = field(default_factory=OptimConfig)
     loader: LoaderConfig = field(default_factory=LoaderConfig)
@@ -86,7 +97,6 @@ class TrialConfig:
 
 
 _SECTIONS = {
-    "objective": ObjectiveConfig,
     "optim": OptimConfig,
     "loader": LoaderConfig,
     "model_pruning": ModelPruningConfig,
@@ -95,11 +105,7 @@ _SECTIONS = {
 }
 
 # (rule text, check, suggested fix value) per field, keyed by dotted path.
-_RULES: dict[str, tuple[str, Any, Any]] = {
-    "objective.name": (f"one of {', '.join(OBJECTIVES)}", lambda v: v in OBJECTIVES, "digits"),
-    "objective.image_size_px": ("an int in [8, 256]", lambda v: 8 <= v <= 256, 32),
-    "objective.val_fraction": ("a float in (0, 0.9]", lambda v: 0 < v <= 0.9, 0.2),
-    "objective.channels": ("a non-empty list of ints >= 1", lambda v: len(v) > 0 and all(c >= 1 for c in v), "[16,32]"),
+_RULES: dict[str, Rule] = {
     "batch_size": ("an int >= 1", lambda v: v >= 1, 64),
     "optim.lr": ("a finite float > 0", lambda v: v > 0 and math.isfinite(v), 0.005),
     "optim.base_batch_size": ("an int >= 1", lambda v: v >= 1, 64),
@@ -121,66 +127,9 @@ _RULES: dict[str, tuple[str, Any, Any]] = {
     "train.window_steps": ("an int >= 1", lambda v: v >= 1, 10),
     "train.seed": ("an int >= 0", lambda v: v >= 0, 0),
     "train.eval_batch_size": ("an int >= 1", lambda v: v >= 1, 512),
+    "train.target_val_accuracy": ("null or a float in (0, 1]", lambda v: 0 < v <= 1, 0.9),
+    "train.eval_every_samples": ("an int >= 0", lambda v: v >= 0, 0),
 }
-
-
-def _fail(path: str, rule: str, value: Any, fix: Any) -> ConfigError:
-    return ConfigError(f"{path} must be {rule}; got {value!r}; fix: {path}={fix}")
-
-
-def _coerce(path: str, value: Any, default: Any) -> Any:
-    """Check the value's type against the default's; bools are never numbers."""
-    fix = _RULES.get(path, (None, None, default))[2]
-    if isinstance(default, bool):
-        if not isinstance(value, bool):
-            raise _fail(path, "a bool (true or false)", value, str(default).lower())
-        return value
-    if isinstance(default, int):
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise _fail(path, "an int", value, fix)
-        return value
-    if isinstance(default, float):
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise _fail(path, "a number", value, fix)
-        return float(value)
-    if isinstance(default, str):
-        if not isinstance(value, str):
-            raise _fail(path, "a string", value, fix)
-        return value
-    if isinstance(default, list):
-        if not isinstance(value, (list, tuple)) or any(
-            isinstance(v, bool) or not isinstance(v, int) for v in value
-        ):
-            raise _fail(path, "a list of ints", value, fix)
-        return list(value)
-    raise AssertionError(f"no type rule for {path}")
-
-
-def _checked(path: str, value: Any, default: Any) -> Any:
-    value = _coerce(path, value, default)
-    if path in _RULES:
-        rule, ok, fix = _RULES[path]
-        if not ok(value):
-            raise _fail(path, rule, value, fix)
-    return value
-
-
-def _parse_section(name: str, raw: Any) -> Any:
-    cls = _SECTIONS[name]
-    if raw is None:
-        return cls()
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{name} must be a mapping; got {raw!r}; fix: remove {name} to use its defaults")
-    defaults = cls()
-    valid = [f.name for f in dataclasses.fields(cls)]
-    unknown = sorted(str(k) for k in raw if k not in valid)
-    if unknown:
-        raise ConfigError(
-            f"{name} has unknown key {unknown[0]!r}; valid keys are {', '.join(valid)}; "
-            f"fix: remove {name}.{unknown[0]} or use one of the valid keys"
-        )
-    values = {k: _checked(f"{name}.{k}", v, getattr(defaults, k)) for k, v in raw.items()}
-    return cls(**values)
 
 
 def parse_config(cfg: dict[str, Any]) -> TrialConfig:
@@ -196,10 +145,11 @@ def parse_config(cfg: dict[str, Any]) -> TrialConfig:
     if not isinstance(cfg, dict):
         raise ConfigError(f"config must be a mapping; got {type(cfg).__name__}; fix: pass a dict of sections")
     defaults = TrialConfig()
-    sections = {name: _parse_section(name, cfg.get(name)) for name in _SECTIONS}
+    objective = parse_objective(cfg.get("objective"))
+    sections = {name: parse_section(name, cls, cfg.get(name), _RULES) for name, cls in _SECTIONS.items()}
     top = {
-        key: _checked(key, cfg[key], getattr(defaults, key))
+        key: checked(key, cfg[key], getattr(defaults, key), _RULES)
         for key in ("batch_size", "precision")
         if key in cfg
     }
-    return TrialConfig(**sections, **top)
+    return TrialConfig(objective=objective, **sections, **top)

@@ -19,7 +19,8 @@ from sklearn.datasets import load_digits
 from torch import nn
 from torch.utils.data import Dataset
 
-from objectives.config import ObjectiveConfig
+from objectives.config import DigitsConfig
+from objectives.workload import Workload
 
 NUM_CLASSES = 10
 SPLIT_SEED = 20240229  # fixed so every trial of a sweep validates on the same images
@@ -88,7 +89,7 @@ class DigitsDataset(Dataset):
         return (image - 0.5) / 0.5, self.labels[index]
 
 
-def build_datasets(cfg: ObjectiveConfig) -> tuple[DigitsDataset, DigitsDataset]:
+def build_datasets(cfg: DigitsConfig) -> tuple[DigitsDataset, DigitsDataset]:
     """Train and validation sets from a fixed permutation, so the split never depends on the trial."""
     digits = load_digits()
     images = torch.from_numpy(digits.images.astype(np.float32) / 16.0).unsqueeze(1)
@@ -133,10 +134,16 @@ class DigitsCNN(nn.Module):
         return self.head(torch.flatten(F.adaptive_avg_pool2d(x, HEAD_GRID_PX), 1))
 
 
-def build_model(cfg: ObjectiveConfig) -> DigitsCNN:
+def build_model(cfg: DigitsConfig) -> DigitsCNN:
     return DigitsCNN(cfg.channels)
 
 
-def example_input(cfg: ObjectiveConfig) -> torch.Tensor:
+def example_input(cfg: DigitsConfig) -> torch.Tensor:
     """One sample, for FLOP counting and the model-pruning dependency graph."""
     return torch.zeros(1, 1, cfg.image_size_px, cfg.image_size_px)
+
+
+def digits_workload(cfg: DigitsConfig) -> Workload:
+    train, val = build_datasets(cfg)
+    model = build_model(cfg)
+    return Workload(train, val, model, example_input(cfg), model_pruning_ignored=[model.head])

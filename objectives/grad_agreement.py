@@ -10,10 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from objectives.config import TrialConfig, parse_config
-from objectives.digits import build_datasets, build_model, example_input
 from objectives.knobs.model_pruning import apply_model_pruning
 from objectives.knobs.parallel import (
     apply_ddp,
@@ -25,6 +23,7 @@ from objectives.knobs.parallel import (
 )
 from objectives.knobs.precision import apply_precision
 from objectives.launch import run_ranks
+from objectives.workloads import build_workload
 
 
 def flat_grads_after_one_step(cfg: dict, sample_indices: list[int]) -> np.ndarray:
@@ -45,9 +44,9 @@ def _grads_on_rank(rank: int, world_size: int, port: int, cfg: TrialConfig, samp
     if world_size > 1:
         init_process_group(rank, world_size, port)
     torch.manual_seed(cfg.train.seed)
-    train_set, _ = build_datasets(cfg.objective)
-    model = build_model(cfg.objective)
-    model = apply_model_pruning(cfg.model_pruning, model, example_input(cfg.objective), head=model.head)
+    work = build_workload(cfg.objective, cfg.train.eval_batch_size)
+    train_set = work.train_set
+    model = apply_model_pruning(cfg.model_pruning, work.model, work.example_input, work.model_pruning_ignored)
     model, precision = apply_precision(cfg.precision, model.to(device), device.type)
     model = apply_ddp(cfg.parallel, model, device)
     share = len(sample_indices) // world_size
@@ -56,7 +55,7 @@ def _grads_on_rank(rank: int, world_size: int, port: int, cfg: TrialConfig, samp
     y = torch.stack([train_set[i][1] for i in mine]).to(device)
     model.train()
     with precision.autocast():
-        loss = F.cross_entropy(model(x), y)
+        loss = work.loss_fn(model(x), y)
     loss.backward()
     grads = [p.grad.detach().flatten().float().cpu() for p in unwrap(model).parameters()]
     return torch.cat(grads).numpy()

@@ -1,7 +1,10 @@
 """``run_trial(cfg) -> TrialResult``: one trial, top to bottom.
 
-build -> model pruning -> precision -> parallelize -> optimizer -> loop ->
-evaluate. Every knob is applied by its own ``apply_*`` function from
+build the workload -> model pruning -> precision -> parallelize -> optimizer
+-> loop -> evaluate. Every workload (digits, gpt, resnet, the user's
+``_target_`` objective) is a Workload record and goes through this one
+path; the user's ``objective.callable`` trains itself and is only wrapped.
+Every knob is applied by its own ``apply_*`` function from
 ``objectives.knobs``, here and nowhere else, in this order:
 
 - model pruning first, on the plain module, because torch-pruning traces the
@@ -11,6 +14,11 @@ evaluate. Every knob is applied by its own ``apply_*`` function from
   final modules;
 - DDP after that, so it registers its hooks on the final parameters;
 - the optimizer last, so it holds exactly those parameters.
+
+A knob that cannot apply to the workload (model pruning on a model with
+nothing to prune, a time-to-accuracy target for a workload that measures no
+accuracy) is named in info ``knobs_not_applied`` and in one warning line on
+stderr, never silently dropped.
 
 With ``parallel.devices > 1`` this process starts one process per rank
 (objectives.launch) and returns rank 0's result; it does no torch work of
@@ -26,11 +34,11 @@ import torch
 from torch.utils.data import DataLoader
 
 from objectives import measure
-from objectives.config import TrialConfig, parse_config
-from objectives.digits import build_datasets, build_model, example_input
+from objectives.config import CustomConfig, TrialConfig, parse_config
+from objectives.custom import run_callable, warn_not_applied
 from objectives.knobs.batch_size import apply_lr_scaling, global_batch_size, steps_for_budget
 from objectives.knobs.loader import apply_loader
-from objectives.knobs.model_pruning import apply_model_pruning, finalize_model_pruning
+from objectives.knobs.model_pruning import apply_model_pruning, finalize_model_pruning, model_pruning_skip_reason
 from objectives.knobs.parallel import (
     apply_ddp,
     apply_threads,
@@ -44,8 +52,11 @@ from objectives.knobs.precision import apply_precision, check_precision
 from objectives.launch import run_ranks, start_method
 from objectives.result import TrialResult
 from objectives.sampling import ShardedEpochSampler
+from objectives.time_to_accuracy import plan_target_accuracy
 from objectives.timing import plan_windows, throughput_summary
 from objectives.train import evaluate, train
+from objectives.workload import Workload
+from objectives.workloads import build_workload
 
 
 def run_trial(cfg: dict) -> TrialResult:
@@ -56,12 +67,29 @@ def run_trial(cfg: dict) -> TrialResult:
     fails; a non-finite loss is not an error but the outcome "diverged".
     """
     trial = parse_config(cfg)
+    if isinstance(trial.objective, CustomConfig) and trial.objective.callable is not None:
+        return run_callable(trial.objective.callable, cfg)
     check_precision(trial.precision, "cuda" if torch.cuda.is_available() else "cpu")
     check_parallel(trial.parallel)
     if trial.parallel.devices == 1:
         return TrialResult.from_dict(trial_on_rank(0, 1, 0, trial))
     result = run_ranks(trial_on_rank, trial.parallel.devices, trial.parallel.threads, (trial,))
     return TrialResult.from_dict(result)
+
+
+def knobs_not_applied(cfg: TrialConfig, work: Workload) -> dict[str, str]:
+    """Knob -> why it cannot apply to this workload, decided before training starts."""
+    reasons = {}
+    model_pruning = model_pruning_skip_reason(cfg.model_pruning, work.model, work.model_pruning_ignored)
+    if model_pruning:
+        reasons["model_pruning"] = model_pruning
+    if cfg.train.target_val_accuracy is not None and not measures_accuracy(cfg, work):
+        reasons["train.target_val_accuracy"] = f"objective {cfg.objective.name} measures no accuracy"
+    return reasons
+
+
+def measures_accuracy(cfg: TrialConfig, work: Workload) -> bool:
+    return work.val_set is not None and bool(cfg.objective.measures_accuracy)
 
 
 def trial_on_rank(rank: int, world_size: int, port: int, cfg: TrialConfig) -> dict:
@@ -71,17 +99,23 @@ def trial_on_rank(rank: int, world_size: int, port: int, cfg: TrialConfig) -> di
     if world_size > 1:
         init_process_group(rank, world_size, port)
     torch.manual_seed(cfg.train.seed)  # identical initial weights on every rank
-    train_set, val_set = build_datasets(cfg.objective)
-    model = build_model(cfg.objective)
-    example = example_input(cfg.objective)
+    work = build_workload(cfg.objective, cfg.train.eval_batch_size)
+    not_applied = knobs_not_applied(cfg, work)
+    model, example = work.model, work.example_input
     metrics: dict[str, float] = {
         "params_count_before_model_pruning": measure.params_count(model),
         "flops_per_sample_before_model_pruning": measure.flops_per_sample(model, example),
     }
 
-    model = apply_model_pruning(cfg.model_pruning, model, example, head=model.head)
+    if "model_pruning" not in not_applied:
+        model = apply_model_pruning(cfg.model_pruning, model, example, work.model_pruning_ignored)
     metrics["params_count"] = measure.params_count(model)
     metrics["flops_per_sample"] = measure.flops_per_sample(model, example)
+    if cfg.model_pruning.ratio > 0 and cfg.model_pruning.method == "structured" and "model_pruning" not in not_applied:
+        if metrics["params_count"] == metrics["params_count_before_model_pruning"]:
+            not_applied["model_pruning"] = "structured: torch-pruning found no channel group to remove"
+    if work.model_flops_per_token is not None:
+        metrics["model_flops_per_token"] = work.model_flops_per_token(model)
 
     model, precision = apply_precision(cfg.precision, model.to(device), device.type)
     model = apply_ddp(cfg.parallel, model, device)
@@ -90,15 +124,29 @@ def trial_on_rank(rank: int, world_size: int, port: int, cfg: TrialConfig) -> di
     lr = apply_lr_scaling(cfg.optim, global_batch)
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=cfg.optim.weight_decay)
 
+    val_loader = None
+    if rank == 0 and measures_accuracy(cfg, work):
+        # its own generator: evaluating mid-training must not shift the training's random stream
+        val_loader = DataLoader(work.val_set, batch_size=cfg.train.eval_batch_size, generator=torch.Generator())
+
+    def evaluate_now() -> dict[str, float]:
+        return evaluate(unwrap(model), val_loader, precision, device, work.loss_fn) if val_loader else {}
+
+    target = None
+    if "train.target_val_accuracy" not in not_applied:
+        target = plan_target_accuracy(cfg.train, global_batch, evaluate_now)
+
     torch.manual_seed(cfg.train.seed + 7919 * (rank + 1))  # different augmentation per rank
-    sampler = ShardedEpochSampler(len(train_set), cfg.batch_size, rank, world_size, cfg.train.seed)
-    loader = apply_loader(cfg.loader, train_set, cfg.batch_size, sampler)
+    sampler = ShardedEpochSampler(len(work.train_set), cfg.batch_size, rank, world_size, cfg.train.seed)
+    loader = apply_loader(cfg.loader, work.train_set, cfg.batch_size, sampler)
     steps = steps_for_budget(cfg.train.budget_samples, global_batch)
     plan = plan_windows(steps, cfg.train.warmup_steps, cfg.train.window_steps)
-    log = train(model, optimizer, loader, sampler, steps, plan, precision, device)
+    log = train(model, optimizer, loader, sampler, steps, plan, precision, device, work.loss_fn, target)
     finalize_model_pruning(unwrap(model))
 
     metrics.update(throughput_summary(log.step_times_s, plan, global_batch))
+    if work.tokens_per_sample and "throughput_samples_per_s" in metrics:
+        metrics["throughput_tokens_per_s"] = metrics["throughput_samples_per_s"] * work.tokens_per_sample
     metrics.update(
         samples_trained=log.steps_done * global_batch,
         train_wall_s=log.train_wall_s,
@@ -117,6 +165,10 @@ def trial_on_rank(rank: int, world_size: int, port: int, cfg: TrialConfig) -> di
     if world_size > 1:
         info["ddp_backend"] = backend()
         info["rank_start_method"] = start_method(cfg.parallel.threads)
+    if not_applied:
+        info["knobs_not_applied"] = ",".join(not_applied)
+        if rank == 0:
+            warn_not_applied(cfg.objective.name, not_applied)
 
     if log.diverged_at_step is not None:
         metrics["peak_rss_bytes"] = measure.peak_rss_bytes()
@@ -124,11 +176,15 @@ def trial_on_rank(rank: int, world_size: int, port: int, cfg: TrialConfig) -> di
         reason = f"non-finite training loss {log.train_loss_final} at step {log.diverged_at_step} of {steps}"
         return TrialResult("diverged", finite, info, reason).to_dict()
 
-    if rank == 0:
-        start = time.perf_counter()
-        val_loader = DataLoader(val_set, batch_size=cfg.train.eval_batch_size)
-        metrics.update(evaluate(unwrap(model), val_loader, precision, device))
-        metrics["eval_wall_s"] = time.perf_counter() - start
+    if target is not None:
+        metrics.update(target.metrics())
+    if val_loader is not None:
+        if target is not None and target.last_eval:  # the loop evaluated the final weights already
+            metrics.update(target.last_eval, eval_wall_s=target.last_eval_wall_s)
+        else:
+            start = time.perf_counter()
+            metrics.update(evaluate_now())
+            metrics["eval_wall_s"] = time.perf_counter() - start
     metrics["peak_rss_bytes"] = measure.peak_rss_bytes()
     if world_size > 1:
         torch.distributed.barrier()  # keep peers alive until rank 0 has evaluated

@@ -4,7 +4,8 @@ The loop runs a fixed number of steps (the sample budget divided by the
 global batch), restarting the loader at epoch ends, reading the loss back
 every step so a non-finite loss stops training at once. Timing covers the
 whole iteration, loader included; see timing.py for how it becomes
-throughput.
+throughput. With a time-to-accuracy target the loop also pauses to
+evaluate (time_to_accuracy.py); those pauses are kept out of the step times.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ import time
 from dataclasses import dataclass, field
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 from torch.utils.data import DataLoader
 
@@ -22,7 +22,9 @@ from objectives import measure
 from objectives.knobs.parallel import global_mean
 from objectives.knobs.precision import PrecisionPlan
 from objectives.sampling import ShardedEpochSampler
+from objectives.time_to_accuracy import TargetAccuracy
 from objectives.timing import WindowPlan
+from objectives.workload import LossFn
 
 
 @dataclass
@@ -34,6 +36,7 @@ class TrainLog:
     loader_worker_processes: int = 0
     train_wall_s: float = 0.0
     diverged_at_step: int | None = None
+    stopped_at_target: bool = False
 
 
 def _is_window_edge(step: int, plan: WindowPlan) -> bool:
@@ -50,6 +53,8 @@ def train(
     plan: WindowPlan,
     precision: PrecisionPlan,
     device: torch.device,
+    loss_fn: LossFn,
+    target: TargetAccuracy | None = None,
 ) -> TrainLog:
     log = TrainLog()
     baseline_children = measure.child_pids()
@@ -68,7 +73,7 @@ def train(
         x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
         with precision.autocast():
             logits = model(x)
-            loss = F.cross_entropy(logits, y)
+            loss = loss_fn(logits, y)
         if not log.logits_dtype:
             log.logits_dtype = str(logits.dtype)
         optimizer.zero_grad(set_to_none=True)
@@ -92,6 +97,11 @@ def train(
             workers = measure.new_child_processes(baseline_children)
             log.loader_worker_processes = max(log.loader_worker_processes, workers)
             now = time.perf_counter()
+        if target is not None and target.due(log.steps_done, steps):
+            if target.reached(start):
+                log.stopped_at_target = True
+                break
+            now = time.perf_counter()
         last = now
     del batches
     log.train_wall_s = time.perf_counter() - start
@@ -99,17 +109,28 @@ def train(
 
 
 @torch.no_grad()
-def evaluate(model: nn.Module, loader: DataLoader, precision: PrecisionPlan, device: torch.device) -> dict[str, float]:
-    """Accuracy and mean cross-entropy over the whole validation split."""
+def evaluate(
+    model: nn.Module, loader: DataLoader, precision: PrecisionPlan, device: torch.device, loss_fn: LossFn
+) -> dict[str, float]:
+    """Mean loss over every target of the validation split, and accuracy when targets are class indices.
+
+    Works for (N, C) logits with (N,) targets and for (N, T, C) sequences with
+    (N, T) targets alike: accuracy is argmax over the last dimension.
+    """
     model.eval()
-    correct, loss_sum, seen = 0, 0.0, 0
+    correct, loss_sum, seen, classifies = 0, 0.0, 0, True
     for x, y in loader:
         x, y = x.to(device), y.to(device)
         with precision.autocast():
             logits = model(x)
         logits = logits.float()
-        loss_sum += float(F.cross_entropy(logits, y, reduction="sum"))
-        correct += int((logits.argmax(dim=1) == y).sum())
-        seen += len(y)
+        loss_sum += float(loss_fn(logits, y)) * y.numel()
+        seen += y.numel()
+        classifies = classifies and not y.is_floating_point() and logits.shape[:-1] == y.shape
+        if classifies:
+            correct += int((logits.argmax(dim=-1) == y).sum())
     model.train()
-    return {"val_accuracy": correct / seen, "val_loss": loss_sum / seen}
+    out = {"val_loss": loss_sum / seen}
+    if classifies:
+        out["val_accuracy"] = correct / seen
+    return out

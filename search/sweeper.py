@@ -99,20 +99,21 @@ class SweeperImpl:
             del cfg["hydra"]  # its per-job fields (job.num, sweep.subdir) exist only inside a launched job
         return OmegaConf.to_container(cfg, resolve=True)
 
-    def _check_knob_values(self, space: Space) -> None:
+    def _check_knob_values(self, space: Space) -> bool:
         """Compose the config at every categorical value and each numeric bound,
-        and validate it the way the trial will, so a bad value never becomes a trial."""
+        and validate it the way the trial will, so a bad value never becomes a
+        trial. Returns whether the workload measures accuracy."""
         from objectives import ConfigError, parse_config
 
         probes: list[list[str]] = [[]]
         for key, dist in space.distributions.items():
             values = getattr(dist, "choices", None) or (dist.low, dist.high)
             probes += [[to_override(key, v)] for v in values]
-        for extra in probes:
-            try:
-                parse_config(self._compose(space.fixed_overrides + extra))
-            except ConfigError as err:
-                raise BadInput(str(err)) from None
+        try:
+            parsed = [parse_config(self._compose(space.fixed_overrides + extra)) for extra in probes]
+        except ConfigError as err:
+            raise BadInput(str(err)) from None
+        return bool(parsed[0].objective.measures_accuracy)
 
     def _default_study_name(self) -> str:
         objective = self.config.get("objective")
@@ -120,20 +121,19 @@ class SweeperImpl:
             return str(objective.name)
         return str(self.config.hydra.job.name)
 
-    def _objectives_and_directions(self) -> tuple[list[str] | None, list[str]]:
+    def _objectives_and_directions(self, measures_accuracy: bool) -> tuple[list[str] | None, list[str]]:
         """The configured objectives, less the accuracy ones when the workload
         measures no accuracy (throughput-only workloads): said once, never invented."""
         directions = normalize_directions(self.direction, self.objectives)
-        objective = self.config.get("objective")
-        if self.objectives is None or not isinstance(objective, DictConfig) or objective.get("measures_accuracy", True):
+        if self.objectives is None or measures_accuracy:
             return self.objectives, directions
+        name = self.config.objective.get("name")
         kept = [(o, d) for o, d in zip(self.objectives, directions) if o not in ACCURACY_METRICS]
         if not kept:
-            raise BadInput(f"objective {objective.get('name')!r} measures no accuracy, so it cannot optimise "
-                           f"{self.objectives}; fix: hydra.sweeper.objectives=[throughput_samples_per_s] "
-                           f"hydra.sweeper.direction=maximize")
+            raise BadInput(f"objective {name!r} measures no accuracy, so it cannot optimise {self.objectives}; "
+                           f"fix: hydra.sweeper.objectives=[throughput_samples_per_s] hydra.sweeper.direction=maximize")
         if len(kept) < len(self.objectives):
-            print(f"objective {objective.get('name')!r} measures no accuracy: single-objective sweep on "
+            print(f"objective {name!r} measures no accuracy: single-objective sweep on "
                   f"{', '.join(o for o, _ in kept)}", flush=True)
         return [o for o, _ in kept], [d for _, d in kept]
 
@@ -142,14 +142,15 @@ class SweeperImpl:
             raise BadInput(f"hydra.sweeper.n_trials and n_jobs must be >= 1; got n_trials={self.n_trials} "
                            f"n_jobs={self.n_jobs}; fix: hydra.sweeper.n_trials=20")
         space = build_space(self.params, arguments)
-        objectives, directions = self._objectives_and_directions()
-        constraints = parse_constraints(self.constraints)
+        measures_accuracy = True
         if getattr(self.task_function, "__module__", "") == "search.app":
-            self._check_knob_values(space)
+            measures_accuracy = self._check_knob_values(space)
         else:
             for extra in [[]] + [[to_override(k, getattr(d, "choices", [getattr(d, "low", None)])[0])]
                                  for k, d in space.distributions.items()]:
                 self._compose(space.fixed_overrides + extra)
+        objectives, directions = self._objectives_and_directions(measures_accuracy)
+        constraints = parse_constraints(self.constraints)
         _check_writable(Path(str(self.config.hydra.sweep.dir)))
         storage = open_storage(self.storage)
         sampler = make_sampler(self.sampler_cfg, self.seed, space.distributions)

@@ -87,3 +87,13 @@ def global_mean(value: torch.Tensor) -> torch.Tensor:
 
 def unwrap(model: nn.Module) -> nn.Module:
     return model.module if isinstance(model, DistributedDataParallel) else model
+
+
+def rank0_decides(flag: bool) -> bool:
+    """Rank 0's flag on every rank (only rank 0 evaluates, all ranks must stop together)."""
+    if not dist.is_initialized():
+        return flag
+    device = torch.device("cuda", torch.cuda.current_device()) if backend() == "nccl" else torch.device("cpu")
+    value = torch.tensor([1.0 if flag else 0.0], device=device)
+    dist.broadcast(value, src=0)
+    return bool(value.item() > 0.5)

@@ -1,0 +1,88 @@
+"""The strict checks every config section shares: type from the default, then a rule.
+
+Kept apart from the sections themselves so the knob sections (config.py) and
+the per-workload objective sections (objective_config.py) validate the same
+way and word their one-line errors the same way: rule, value, fix.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable
+
+Rule = tuple[str, Callable[[Any], bool], Any]  # (rule text, check, suggested fix value)
+
+
+class ConfigError(ValueError):
+    """A config value a trial cannot run; the message is one line: rule, value, fix."""
+
+
+def fail(path: str, rule: str, value: Any, fix: Any) -> ConfigError:
+    return ConfigError(f"{path} must be {rule}; got {value!r}; fix: {path}={fix}")
+
+
+def coerce(path: str, value: Any, default: Any, fix: Any, kind: type | None = None) -> Any:
+    """Check the value's type against the default's (or ``kind`` when the default is None).
+
+    Bools are never numbers; None is accepted only where the default is None.
+    """
+    if default is None:
+        if value is None:
+            return None
+        default = {int: 0, float: 0.0, str: "", bool: False, dict: {}}[kind] if kind else value
+    if isinstance(default, bool):
+        if not isinstance(value, bool):
+            raise fail(path, "a bool (true or false)", value, str(default).lower())
+        return value
+    if isinstance(default, int):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise fail(path, "an int", value, fix)
+        return value
+    if isinstance(default, float):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise fail(path, "a number", value, fix)
+        return float(value)
+    if isinstance(default, str):
+        if not isinstance(value, str):
+            raise fail(path, "a string", value, fix)
+        return value
+    if isinstance(default, dict):
+        if not isinstance(value, dict):
+            raise fail(path, "a mapping", value, fix)
+        return dict(value)
+    if isinstance(default, list):
+        if not isinstance(value, (list, tuple)) or any(isinstance(v, bool) or not isinstance(v, int) for v in value):
+            raise fail(path, "a list of ints", value, fix)
+        return list(value)
+    raise AssertionError(f"no type rule for {path}")
+
+
+def checked(path: str, value: Any, default: Any, rules: dict[str, Rule], kind: type | None = None) -> Any:
+    fix = rules.get(path, (None, None, default))[2]
+    value = coerce(path, value, default, fix, kind)
+    if path in rules and value is not None:
+        rule, ok, fix = rules[path]
+        if not ok(value):
+            raise fail(path, rule, value, fix)
+    return value
+
+
+def parse_section(name: str, cls: type, raw: Any, rules: dict[str, Rule], what: str = "") -> Any:
+    """One section from its mapping: unknown keys rejected (they are almost always typos)."""
+    if raw is None:
+        return cls()
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{name} must be a mapping; got {raw!r}; fix: remove {name} to use its defaults")
+    defaults = cls()
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    unknown = sorted(str(k) for k in raw if k not in fields)
+    if unknown:
+        raise ConfigError(
+            f"{name}{what} has unknown key {unknown[0]!r}; valid keys are {', '.join(fields)}; "
+            f"fix: remove {name}.{unknown[0]} or use one of the valid keys"
+        )
+    values = {
+        k: checked(f"{name}.{k}", v, getattr(defaults, k), rules, fields[k].metadata.get("kind"))
+        for k, v in raw.items()
+    }
+    return cls(**values)

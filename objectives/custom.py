@@ -1,0 +1,91 @@
+"""The user's own objective, without Hydra: a function that returns metrics, or specs to train.
+
+``objective.callable: "pkg.module:function"`` hands the whole trial config
+dict to the user's function and reports the metrics it returns; the knobs
+are then the user's business, and the result says so (info
+``knobs_not_applied`` lists every knob section, and one warning line goes
+to stderr).
+
+``objective.model`` / ``train_dataset`` / ``val_dataset`` / ``loss``, each a
+``_target_`` mapping built by objectives.instantiate, become a Workload that
+runs through the same path as digits, so every knob applies: batch size and
+LR scaling, loader workers, precision, model pruning (structured keeps the
+last Linear, taken to be the classifier head), DDP. Dataset items must be
+``(input, target)`` pairs; the loss defaults to cross-entropy, and
+``val_accuracy`` (argmax == target) is reported when the targets are class
+indices.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from typing import Any
+
+import torch
+from torch import nn
+
+from objectives.config import CustomConfig
+from objectives.config_check import ConfigError
+from objectives.instantiate import instantiate, locate
+from objectives.result import TrialResult
+from objectives.workload import Workload, cross_entropy
+
+KNOB_SECTIONS = ("batch_size", "optim", "loader", "precision", "model_pruning", "parallel", "train")
+
+
+def warn_not_applied(objective: str, reasons: dict[str, str]) -> None:
+    """One line on stderr naming every knob that did not apply and why."""
+    said = "; ".join(f"{knob} ({why})" for knob, why in reasons.items())
+    print(f"warning: objective {objective}: knobs not applied: {said}", file=sys.stderr, flush=True)
+
+
+def run_callable(path: str, cfg: dict) -> TrialResult:
+    """Call the user's function with the whole trial config and wrap the metrics it returns."""
+    fn = locate(path, "objective.callable")
+    warn_not_applied("custom", {",".join(KNOB_SECTIONS): f"objective.callable {path} trains by itself"})
+    metrics = fn(cfg)
+    if not isinstance(metrics, dict) or not all(
+        isinstance(v, (int, float)) and not isinstance(v, bool) for v in metrics.values()
+    ):
+        raise TypeError(f"objective.callable {path} must return a dict of metric name -> number; got {metrics!r}")
+    metrics = {str(k): float(v) for k, v in metrics.items()}
+    info = {"knobs_not_applied": ",".join(KNOB_SECTIONS), "objective_callable": path}
+    bad = sorted(k for k, v in metrics.items() if not math.isfinite(v))
+    if bad:
+        finite = {k: v for k, v in metrics.items() if math.isfinite(v)}
+        return TrialResult("diverged", finite, info, f"objective.callable returned non-finite {', '.join(bad)}")
+    return TrialResult("ok", metrics, info)
+
+
+def _first_input(dataset: Any) -> torch.Tensor:
+    try:
+        item = dataset[0]
+        x = item[0]
+    except Exception as err:  # noqa: BLE001 - any failure here means the dataset shape is wrong
+        raise ConfigError(
+            f"objective.train_dataset must yield (input, target) pairs; got {type(err).__name__}: {err}; "
+            "fix: return (x, y) from __getitem__"
+        ) from None
+    return torch.as_tensor(x).unsqueeze(0)
+
+
+def custom_workload(cfg: CustomConfig) -> Workload:
+    model = instantiate(cfg.model, "objective.model")
+    if not isinstance(model, nn.Module):
+        raise ConfigError(
+            f"objective.model must build a torch.nn.Module; got {type(model).__name__}; "
+            "fix: point objective.model._target_ at a Module class"
+        )
+    train_set = instantiate(cfg.train_dataset, "objective.train_dataset")
+    val_set = instantiate(cfg.val_dataset, "objective.val_dataset") if cfg.val_dataset is not None else None
+    loss_fn = instantiate(cfg.loss, "objective.loss") if cfg.loss is not None else cross_entropy
+    linears = [m for m in model.modules() if isinstance(m, nn.Linear)]
+    return Workload(
+        train_set=train_set,
+        val_set=val_set,
+        model=model,
+        example_input=_first_input(train_set),
+        loss_fn=loss_fn,
+        model_pruning_ignored=linears[-1:],
+    )

@@ -1,0 +1,281 @@
+"""GPU telemetry: the real sampling thread and summary, NVML faked only at
+search.nvml._nvml (this machine has no GPU); the real NVML path runs in the
+`cuda` test on a GPU. Also MFU arithmetic with known numbers."""
+from __future__ import annotations
+
+import time
+from types import SimpleNamespace
+
+import pynvml
+import pytest
+
+from search import gpu_telemetry, mfu, nvml
+from search.gpu_telemetry import GpuSampler, summarize
+from search.nvml import GpuReading
+
+THERMAL = pynvml.nvmlClocksEventReasonHwThermalSlowdown
+SW_THERMAL = pynvml.nvmlClocksEventReasonSwThermalSlowdown
+POWER_CAP = pynvml.nvmlClocksEventReasonSwPowerCap
+HW_SLOWDOWN = pynvml.nvmlClocksEventReasonHwSlowdown
+FAST_S = 0.02  # sampling interval in these tests; the default is 0.2 s
+
+
+class FakeNvml:
+    """Scripted readings with pynvml's function names, types and units (mW, mJ, MHz)."""
+
+    def __init__(self, gpus: int = 2, power_w: float = 250.0, reasons=lambda n: 0, fail_after: int | None = None,
+                 energy_supported: bool = True) -> None:
+        self.gpus, self.power_w, self.reasons, self.fail_after = gpus, power_w, reasons, fail_after
+        self.energy_supported = energy_supported
+        self.t0 = time.time()
+        self.reads: dict[int, int] = {}
+        self.masks: list[int] = []
+        self.initialised = 0
+
+    def nvmlInit(self): self.initialised += 1
+    def nvmlShutdown(self): self.initialised -= 1
+    def nvmlDeviceGetCount(self): return self.gpus
+    def nvmlDeviceGetHandleByIndex(self, i): return SimpleNamespace(index=i)
+    def nvmlDeviceGetName(self, h): return "NVIDIA H100 80GB HBM3"
+    def nvmlSystemGetDriverVersion(self): return "570.86.15"
+    def nvmlDeviceGetCudaComputeCapability(self, h): return (9, 0)
+
+    def nvmlDeviceGetUtilizationRates(self, h):
+        n = self.reads[h.index] = self.reads.get(h.index, 0) + 1
+        if self.fail_after is not None and n > self.fail_after:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_GPU_IS_LOST)
+        return SimpleNamespace(gpu=87 + h.index, memory=41)
+
+    def nvmlDeviceGetMemoryInfo(self, h): return SimpleNamespace(used=12_345_678_912 + h.index, total=80 << 30, free=0)
+    def nvmlDeviceGetPowerUsage(self, h): return int(self.power_w * 1000)
+
+    def nvmlDeviceGetTemperature(self, h, sensor):
+        assert sensor == pynvml.NVML_TEMPERATURE_GPU
+        return 71
+
+    def nvmlDeviceGetClockInfo(self, h, clock):
+        return {pynvml.NVML_CLOCK_SM: 1980, pynvml.NVML_CLOCK_MEM: 2619}[clock]
+
+    def nvmlDeviceGetCurrentClocksEventReasons(self, h):
+        mask = self.reasons(self.reads[h.index])
+        self.masks.append(mask)
+        return mask
+
+    def nvmlDeviceGetTotalEnergyConsumption(self, h):
+        if not self.energy_supported:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        return int(5_000_000 + (time.time() - self.t0) * self.power_w * 1000)  # steady power -> linear counter
+
+
+@pytest.fixture
+def fake(monkeypatch: pytest.MonkeyPatch):
+    def install(**kwargs) -> FakeNvml:
+        f = FakeNvml(**kwargs)
+        monkeypatch.setattr(nvml, "_nvml", f)
+        monkeypatch.setattr(gpu_telemetry, "_notice_cache", [])
+        return f
+    return install
+
+
+def sample_for(seconds: float, **kwargs) -> GpuSampler:
+    with GpuSampler(interval_s=FAST_S, **kwargs) as sampler:
+        time.sleep(seconds)
+    return sampler
+
+
+def test_every_field_is_parsed_in_its_unit(fake):
+    f = fake(gpus=2)
+    sampler = sample_for(0.3)
+    assert sampler.unavailable is None and sampler.error is None and f.initialised == 0
+    assert {s.index for s in sampler.samples} == {0, 1}
+    s = next(s for s in sampler.samples if s.index == 1)
+    assert (s.util_gpu_percent, s.util_mem_percent, s.mem_used_bytes) == (88.0, 41.0, 12_345_678_913.0)
+    assert (s.power_w, s.temp_c, s.sm_clock_mhz, s.mem_clock_mhz) == (250.0, 71.0, 1980.0, 2619.0)
+    assert s.energy_mj > 5_000_000 and abs(s.time_unix_s - time.time()) < 5
+    m = summarize(sampler.samples)
+    assert m["gpu_util_percent_mean"] == pytest.approx(87.5, abs=0.5) and m["gpu_util_percent_max"] == 88
+    assert m["gpu_mem_used_bytes_max"] == 12_345_678_913
+    assert (m["gpu_power_w_mean"], m["gpu_power_w_max"]) == (250.0, 250.0)
+    assert (m["gpu_temp_c_mean"], m["gpu_temp_c_max"]) == (71.0, 71.0)
+    assert (m["gpu_sm_clock_mhz_mean"], m["gpu_sm_clock_mhz_min"], m["gpu_mem_clock_mhz_mean"]) == (1980, 1980, 2619)
+    assert m["gpu_count_sampled"] == 2
+    assert sampler.device_name == "NVIDIA H100 80GB HBM3"
+
+
+def test_trial_gpu_indices_follow_cuda_visible_devices(fake, monkeypatch):
+    fake(gpus=4)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    assert gpu_telemetry.trial_gpu_indices(2) == [0, 1]
+    assert gpu_telemetry.trial_gpu_indices(2, cuda_visible_devices="3,1") == [3, 1]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2")
+    assert gpu_telemetry.trial_gpu_indices(4) == [2]
+
+
+def test_only_the_trials_gpus_are_read_and_series_are_stepped(fake):
+    fake(gpus=4)
+    sampler = sample_for(0.2, indices=[2])
+    assert {s.index for s in sampler.samples} == {2}
+    series = gpu_telemetry.series(sampler.samples)
+    assert set(series) == {f"gpu2_{name}" for name in gpu_telemetry.SERIES_FIELDS}
+    power = series["gpu2_power_w"]
+    assert [step for step, _, _ in power] == list(range(len(sampler.samples)))
+    assert all(value == 250.0 and ts == int(s.time_unix_s * 1000) for (_, value, ts), s in zip(power, sampler.samples))
+
+
+def test_throttle_bitmasks_become_flag_fractions(fake):
+    # reading n: thermal (HW or SW) on every 4th, power cap on every odd one, HW slowdown never
+    f = fake(gpus=1, reasons=lambda n: (THERMAL if n % 8 == 0 else SW_THERMAL if n % 4 == 0 else 0)
+             | (POWER_CAP if n % 2 else 0))
+    sampler = sample_for(0.5)
+    masks = f.masks[: len(sampler.samples)]
+    assert len(masks) >= 8
+    m = summarize(sampler.samples)
+    assert m["gpu_throttle_thermal_fraction"] == sum(bool(x & (THERMAL | SW_THERMAL)) for x in masks) / len(masks)
+    assert m["gpu_throttle_power_cap_fraction"] == sum(bool(x & POWER_CAP) for x in masks) / len(masks)
+    assert 0.1 < m["gpu_throttle_thermal_fraction"] < 0.4 and 0.3 < m["gpu_throttle_power_cap_fraction"] < 0.7
+    assert m["gpu_throttle_hw_slowdown_fraction"] == 0.0
+    assert nvml.decode_throttle(HW_SLOWDOWN | POWER_CAP)["hw_slowdown"] is True
+
+
+def test_older_throttle_function_name_is_used_when_the_new_one_is_missing(fake, monkeypatch):
+    f = fake(gpus=1, reasons=lambda n: POWER_CAP)
+    older = SimpleNamespace(**{name: getattr(f, name) for name in dir(f) if name.startswith("nvml")})
+    older.nvmlDeviceGetCurrentClocksThrottleReasons = older.nvmlDeviceGetCurrentClocksEventReasons
+    del older.nvmlDeviceGetCurrentClocksEventReasons
+    monkeypatch.setattr(nvml, "_nvml", older)
+    assert summarize(sample_for(0.1).samples)["gpu_throttle_power_cap_fraction"] == 1.0
+
+
+def test_energy_is_the_counter_delta_over_the_timed_window(fake):
+    fake(gpus=2, power_w=250.0)
+    with GpuSampler(interval_s=FAST_S) as sampler:
+        time.sleep(0.15)
+        t0 = time.time()
+        time.sleep(0.6)
+        t1 = time.time()
+        time.sleep(0.15)
+    report = sampler.report({"timed_start_unix_s": t0, "timed_end_unix_s": t1, "timed_samples": 1000.0})
+    m = report.metrics
+    expected_j = 2 * 250.0 * (t1 - t0)  # two GPUs at 250 W
+    assert m["energy_j"] == pytest.approx(expected_j, rel=0.02)
+    assert m["energy_j_per_sample"] == pytest.approx(m["energy_j"] / 1000)
+    assert m["energy_j_from_power"] == pytest.approx(m["energy_j"], rel=0.05)  # the cross-check on a steady GPU
+    assert m["gpu_window_s"] == pytest.approx(t1 - t0)
+    assert report.info == {}
+
+
+def test_energy_interpolates_the_counter_at_window_edges():
+    readings = [GpuReading(0, float(t), 50, 10, 1e9, 1000.0 * w, 60, 1500, 1200, None, e)
+                for t, w, e in [(0, 1, 0), (1, 2, 1000), (2, 3, 3000), (3, 3, 6000)]]
+    assert summarize(readings, window=(1, 3), samples_trained=10)["energy_j"] == pytest.approx(5.0)
+    m = summarize(readings, window=(0.5, 2.5), samples_trained=8)
+    assert m["energy_j"] == pytest.approx((4500 - 500) / 1000) and m["energy_j_per_sample"] == pytest.approx(0.5)
+    assert summarize(readings)["energy_j"] == pytest.approx(6.0)  # no window: all samples
+
+
+def test_window_samples_fall_back_to_the_trials_step_counts():
+    metrics = {"timed_start_unix_s": 10.0, "timed_end_unix_s": 12.0, "samples_trained": 8000.0, "steps": 125.0,
+               "throughput_windows": 12.0, "throughput_window_steps": 10.0}
+    assert gpu_telemetry.trial_window(metrics) == ((10.0, 12.0), 12 * 10 * 64)
+    assert gpu_telemetry.trial_window({"samples_trained": 8000.0}) == (None, 8000.0)
+
+
+def test_an_unsupported_field_is_absent_and_sampling_goes_on(fake):
+    fake(gpus=1, energy_supported=False)
+    sampler = sample_for(0.2)
+    m = summarize(sampler.samples, samples_trained=100)
+    assert sampler.error is None and len(sampler.samples) >= 3
+    assert "energy_j" not in m and "energy_j_per_sample" not in m and m["energy_j_from_power"] > 0
+
+
+def test_an_nvml_error_mid_trial_stops_sampling_and_keeps_earlier_samples(fake):
+    fake(gpus=1, fail_after=5)
+    with GpuSampler(interval_s=FAST_S) as sampler:
+        time.sleep(0.4)
+        assert not sampler._thread.is_alive()  # stopped by itself, the trial goes on
+    assert len(sampler.samples) == 5
+    assert "GpuIsLost" in sampler.error
+    report = sampler.report({})
+    assert report.info == {"gpu_telemetry_error": sampler.error}
+    assert report.metrics["gpu_power_w_mean"] == 250.0 and report.metrics["gpu_samples"] == 5
+
+
+def test_without_a_gpu_the_real_nvml_sampler_is_a_no_op_with_one_notice(monkeypatch):
+    if nvml.start() is None:
+        nvml.stop()
+        pytest.skip("this machine has an NVIDIA GPU; the cuda test covers it")
+    monkeypatch.setattr(gpu_telemetry, "_notice_cache", [])
+    with GpuSampler() as sampler:
+        time.sleep(0.05)
+    assert sampler.samples == [] and sampler.error is None
+    line = gpu_telemetry.notice()
+    assert line.startswith("no NVIDIA GPU (NVML: ") and line.endswith("logging CPU figures only") and "\n" not in line
+    assert sampler.notice() == line and gpu_telemetry.notice() is line
+    assert sampler.report({"samples_trained": 10.0}).metrics == {}
+    assert gpu_telemetry.trial_gpu_indices(1) == []
+
+
+def _cuda_available() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return torch.cuda.is_available()
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not _cuda_available(), reason="needs a CUDA GPU")
+def test_real_gpu_power_and_energy_around_a_matmul_loop():
+    import torch
+
+    gpu_telemetry._notice_cache.clear()
+    assert gpu_telemetry.notice() is None
+    x = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+    with GpuSampler(indices=gpu_telemetry.trial_gpu_indices(1)) as sampler:
+        torch.cuda.synchronize()
+        t0, steps = time.time(), 0
+        while time.time() - t0 < 3.0:
+            x = torch.tanh(x @ x)
+            steps += 1
+            if steps % 10 == 0:
+                torch.cuda.synchronize()
+        torch.cuda.synchronize()
+        t1 = time.time()
+    report = sampler.report({"timed_start_unix_s": t0, "timed_end_unix_s": t1, "timed_samples": float(steps)})
+    m = report.metrics
+    assert sampler.error is None, sampler.error
+    assert m["gpu_power_w_mean"] > 0 and m["energy_j"] > 0 and m["energy_j_per_sample"] > 0
+    assert m["gpu_util_percent_max"] > 0 and m["gpu_sm_clock_mhz_mean"] > 0
+    assert m["energy_j_from_power"] == pytest.approx(m["energy_j"], rel=0.5)
+
+
+# -- MFU ---------------------------------------------------------------------------------------
+
+
+def test_mfu_of_known_numbers():
+    # 1.3e9 parameters, 24 layers, width 2048, context 2048: 6N + 12LdT FLOPs per token
+    per_token = mfu.training_flops_per_token(1.3e9, 24, 2048, 2048)
+    assert per_token == 6 * 1.3e9 + 12 * 24 * 2048 * 2048
+    tokens_per_s = 8 * 50_000.0
+    got = mfu.mfu(per_token, tokens_per_s, "NVIDIA H100 80GB HBM3", "bf16", n_gpus=8)
+    assert got == pytest.approx(per_token * tokens_per_s / (989e12 * 8))
+    assert 0.4 < got < 0.5
+    assert mfu.mfu(1e9, 1000.0, "NVIDIA A100-SXM4-80GB", "tf32") == pytest.approx(1e12 / 156e12)
+    assert mfu.mfu(1e9, 1000.0, "NVIDIA A100-SXM4-80GB", "fp32") == pytest.approx(1e12 / 19.5e12)
+    assert mfu.training_flops_from_forward(2e6) == 6e6
+
+
+@pytest.mark.parametrize("name,precision,peak", [
+    ("NVIDIA H100 80GB HBM3", "bf16", 989e12), ("NVIDIA H100 SXM5 80GB", "fp16", 989e12),
+    ("NVIDIA H100 PCIe", "bf16", 756e12), ("NVIDIA H100 80GB HBM3", "tf32", 494.5e12),
+    ("NVIDIA H200", "bf16", 989e12), ("NVIDIA A100 80GB PCIe", "bf16", 312e12), ("NVIDIA L4", "bf16", 121e12),
+    ("NVIDIA H100 80GB HBM3", "fp32", 67e12),
+])
+def test_peak_table(name, precision, peak):
+    assert mfu.peak_flops_per_s(name, precision) == peak
+
+
+@pytest.mark.parametrize("name,precision", [("NVIDIA H100 80GB HBM3", "fp8"), ("NVIDIA L40S", "bf16"),
+                                            ("cpu", "fp32"), ("", "bf16"), ("Tesla V100-SXM2-16GB", "fp16")])
+def test_mfu_is_none_without_an_honest_peak(name, precision):
+    assert mfu.mfu(1e9, 1000.0, name, precision) is None
