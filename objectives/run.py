@@ -53,7 +53,7 @@ from objectives.launch import run_ranks, start_method
 from objectives.result import TrialResult
 from objectives.sampling import ShardedEpochSampler
 from objectives.time_to_accuracy import plan_target_accuracy
-from objectives.timing import plan_windows, throughput_summary
+from objectives.timing import input_summary, plan_windows, throughput_summary
 from objectives.train import evaluate, train
 from objectives.workload import Workload
 from objectives.workloads import build_workload
@@ -145,6 +145,13 @@ def trial_on_rank(rank: int, world_size: int, port: int, cfg: TrialConfig) -> di
     finalize_model_pruning(unwrap(model))
 
     metrics.update(throughput_summary(log.step_times_s, plan, global_batch))
+    metrics.update(input_summary(log.step_times_s, log.data_wait_s, plan))
+    if log.timed_end_unix_s:
+        metrics.update(timed_start_unix_s=log.timed_start_unix_s, timed_end_unix_s=log.timed_end_unix_s,
+                       timed_samples=plan.windows * plan.window_steps * global_batch)
+    if device.type == "cuda":
+        metrics.update(cuda_peak_allocated_bytes=torch.cuda.max_memory_allocated(device),
+                       cuda_peak_reserved_bytes=torch.cuda.max_memory_reserved(device))
     if work.tokens_per_sample and "throughput_samples_per_s" in metrics:
         metrics["throughput_tokens_per_s"] = metrics["throughput_samples_per_s"] * work.tokens_per_sample
     metrics.update(

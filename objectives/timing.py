@@ -49,6 +49,20 @@ def throughput_summary(step_times_s: list[float], plan: WindowPlan, global_batch
     }
 
 
+INPUT_BOUND_FRACTION = 0.3  # of step time spent waiting for the next batch
+
+
+def input_summary(step_times_s: list[float], data_wait_s: list[float], plan: WindowPlan) -> dict[str, float]:
+    """How much of the timed step time went to waiting for the DataLoader: the
+    "CPU is the bottleneck" case that more workers or GPU-side augmentation fix."""
+    steps = plan.windows * plan.window_steps
+    timed = sum(step_times_s[plan.warmup_steps : plan.warmup_steps + steps])
+    if timed <= 0:
+        return {}
+    fraction = sum(data_wait_s[plan.warmup_steps : plan.warmup_steps + steps]) / timed
+    return {"data_wait_fraction": fraction, "input_bound": float(fraction > INPUT_BOUND_FRACTION)}
+
+
 def _percentile(sorted_values: list[float], q: float) -> float:
     if len(sorted_values) == 1:
         return sorted_values[0]

@@ -31,6 +31,9 @@ from objectives.workload import LossFn
 class TrainLog:
     steps_done: int = 0
     step_times_s: list[float] = field(default_factory=list)
+    data_wait_s: list[float] = field(default_factory=list)  # per step: waiting for the next batch
+    timed_start_unix_s: float = 0.0  # wall clock of the timed windows, for the GPU telemetry window
+    timed_end_unix_s: float = 0.0
     train_loss_final: float = float("nan")
     logits_dtype: str = ""
     loader_worker_processes: int = 0
@@ -62,14 +65,19 @@ def train(
     epoch = 0
     batches = iter(loader)
     start = last = time.perf_counter()
+    log.timed_start_unix_s = time.time()  # moved to the end of warm-up when there is one
+    wait_s = 0.0
     while log.steps_done < steps:
+        asked = time.perf_counter()
         try:
             x, y = next(batches)
         except StopIteration:
             epoch += 1
             sampler.set_epoch(epoch)
             batches = iter(loader)
+            wait_s += time.perf_counter() - asked
             continue
+        wait_s += time.perf_counter() - asked
         x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
         with precision.autocast():
             logits = model(x)
@@ -87,7 +95,13 @@ def train(
         loss_value = float(global_mean(loss.detach().float()))
         now = time.perf_counter()
         log.step_times_s.append(now - last)
+        log.data_wait_s.append(wait_s)
+        wait_s = 0.0
         log.steps_done += 1
+        if log.steps_done == plan.warmup_steps:
+            log.timed_start_unix_s = time.time()
+        if log.steps_done == plan.warmup_steps + plan.windows * plan.window_steps:
+            log.timed_end_unix_s = time.time()
         log.train_loss_final = loss_value
         if not math.isfinite(loss_value):
             log.diverged_at_step = log.steps_done

@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from search import trial_child
+from search.gpu_telemetry import GpuSampler, trial_gpu_indices
+from search.mfu import trial_mfu
 from search.telemetry import TreeSampler, kill_tree
 
 _PRELOAD = ["torch", "objectives", "search.trial_child"]
@@ -42,8 +44,9 @@ def run_isolated(cfg: dict, timeout_s: float) -> dict[str, Any]:
         proc = _forkserver().Process(target=trial_child.main, args=(cfg, str(result_path), os.getpid()),
                                      name="search-trial")
         proc.start()
+        gpus = trial_gpu_indices(int((cfg.get("parallel") or {}).get("devices", 1)))
         try:
-            with TreeSampler(proc.pid) as sampler:
+            with TreeSampler(proc.pid) as sampler, GpuSampler(gpus) as gpu:
                 proc.join(timeout_s)
                 timed_out = proc.is_alive()
         finally:
@@ -60,8 +63,16 @@ def run_isolated(cfg: dict, timeout_s: float) -> dict[str, Any]:
     result.setdefault("metrics", {})
     result.setdefault("info", {})
     result.setdefault("reason", "")
-    result["metrics"].update(sampler.metrics())
-    result["metrics"]["trial_wall_s"] = wall_s
+    metrics = result["metrics"]
+    metrics.update(sampler.metrics())
+    metrics["trial_wall_s"] = wall_s
+    gpu_report = gpu.report(metrics)
+    metrics.update(gpu_report.metrics)
+    result["info"].update(gpu_report.info)
+    result["series"] = gpu_report.series
+    value = trial_mfu(metrics, gpu.device_name, str(cfg.get("precision")), len(gpus))
+    if value is not None:
+        metrics["mfu"] = value
     return result
 
 

@@ -22,6 +22,7 @@ depends on which layers torchao converted, so any single peak would mislead.
 from __future__ import annotations
 
 import re
+from typing import Mapping
 
 # (name pattern, peak FLOP/s per GPU by precision). First match wins: the
 # specific variants come before the families they belong to.
@@ -61,3 +62,13 @@ def mfu(flops_per_unit: float, units_per_s: float, device_name: str, precision: 
     if peak is None or n_gpus < 1 or flops_per_unit <= 0 or units_per_s <= 0:
         return None
     return flops_per_unit * units_per_s / (peak * n_gpus)
+
+
+def trial_mfu(metrics: Mapping[str, float], device_name: str, precision: str, n_gpus: int) -> float | None:
+    """MFU of a finished trial: per token when the workload reports its model
+    FLOPs per token (transformers), else 3x the counted forward FLOPs per sample."""
+    if metrics.get("model_flops_per_token") and metrics.get("throughput_tokens_per_s"):
+        return mfu(metrics["model_flops_per_token"], metrics["throughput_tokens_per_s"], device_name, precision, n_gpus)
+    forward = metrics.get("flops_per_sample", 0.0)
+    return mfu(training_flops_from_forward(forward), metrics.get("throughput_samples_per_s", 0.0), device_name,
+               precision, n_gpus)

@@ -21,7 +21,7 @@ from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf, open_dict
 from optuna.trial import TrialState
 
-from search import tracking
+from search import fingerprint, gpu_telemetry, tracking
 from search.constraints import Constraint, parse_constraints
 from search.errors import EXIT_GAVE_UP, BadInput, Interrupted, exit_bad_input
 from search.failure_policy import FailurePolicy
@@ -173,13 +173,16 @@ class SweeperImpl:
         print(f"study {plan.study_name!r} {verb} ({len(study.trials)} trials so far) in "
               f"{storage_location(self.storage)}", flush=True)
         self._recover(study)
+        self._fingerprint(study)
+        if (line := gpu_telemetry.notice()) is not None:
+            print(line, flush=True)
         sweep = tracking.start_sweep(
             self.experiment_name or plan.study_name, plan.study_name,
             params={"n_trials": self.n_trials, "n_jobs": self.n_jobs, "directions": ",".join(plan.directions),
                     "objectives": ",".join(objectives), "sampler": type(plan.sampler).__name__,
                     "constraints": "; ".join(map(str, plan.constraints)) or "none",
                     **{f"space.{k}": repr(d) for k, d in plan.space.distributions.items()}},
-            tags={"search.storage": storage_location(self.storage)},
+            tags={"search.storage": storage_location(self.storage), **fingerprint.as_tags(self.machine)},
         )
         status, outcomes = "FAILED", []
         try:
@@ -203,6 +206,17 @@ class SweeperImpl:
             print(f"search: gave up: {self.failure_policy.describe(outcomes)}", file=sys.stderr, flush=True)
             raise SystemExit(EXIT_GAVE_UP)
         return study
+
+    def _fingerprint(self, study: optuna.Study) -> None:
+        """Record hardware and software on the study; warn when resuming on other ones."""
+        self.machine = fingerprint.collect()
+        before = fingerprint.from_tags(study.user_attrs)
+        changes = fingerprint.diff(before, self.machine) if before else []
+        if changes:
+            print(f"warning: resuming study {study.study_name!r} on other hardware or software: "
+                  f"{'; '.join(changes)}; its throughput figures are not comparable", flush=True)
+        for key, value in fingerprint.as_tags(self.machine).items():
+            study.set_user_attr(key, value)
 
     def _recover(self, study: optuna.Study) -> None:
         """Close what a killed sweep left RUNNING (Optuna FAIL, MLflow KILLED) and retry it."""
@@ -245,6 +259,8 @@ class SweeperImpl:
         scored = score(result, plan.objectives, len(plan.directions), plan.constraints)
         tell(study, trial, scored, plan.directions)
         if run_id is not None:
+            if isinstance(result, dict) and result.get("series"):
+                tracking.log_series(sweep, run_id, result["series"])
             tracking.end_trial(sweep, run_id, scored.outcome, scored.metrics,
                                {"search.reason": scored.reason, **{f"search.info.{k}": v for k, v in scored.info.items()}})
         shown = scored.metrics or dict(zip(progress.objectives, scored.values or []))

@@ -75,6 +75,14 @@ def start_trial(sweep: Sweep, trial_number: int, params: Mapping[str, Any]) -> s
     return run.info.run_id
 
 
+def log_series(sweep: Sweep, run_id: str, series: Mapping[str, list[tuple[int, float, int]]]) -> None:
+    """Sampled telemetry (GPU utilisation, power, ...) as stepped metrics: one point per sample."""
+    points = [Metric(k, float(v), ts, step) for k, values in series.items() for step, v, ts in values
+              if math.isfinite(v)]
+    for i in range(0, len(points), 1000):  # MLflow's per-request limit
+        sweep.client.log_batch(run_id, metrics=points[i:i + 1000])
+
+
 def end_trial(sweep: Sweep, run_id: str, outcome: str, metrics: Mapping[str, float],
               tags: Mapping[str, str]) -> None:
     all_tags = {"search.outcome": outcome, **tags}

@@ -101,3 +101,13 @@ def test_objectives_imports_no_sweep_machinery():
     )
     root = pathlib.Path(__file__).resolve().parents[1]
     subprocess.run([sys.executable, "-c", code], check=True, cwd=root, timeout=120)
+
+
+def test_heavy_augmentation_without_workers_is_flagged_input_bound_and_a_compute_bound_run_is_not():
+    input_bound = run_trial({"train": {"budget_samples": 2000}, "batch_size": 64})
+    compute_bound = run_trial({"train": {"budget_samples": 2000}, "batch_size": 256,
+                               "objective": {"name": "digits", "augment": False, "channels": [64, 128]}})
+    assert input_bound.metrics["input_bound"] == 1.0 and input_bound.metrics["data_wait_fraction"] > 0.3
+    assert compute_bound.metrics["input_bound"] == 0.0 and compute_bound.metrics["data_wait_fraction"] < 0.1
+    for result in (input_bound, compute_bound):
+        assert result.metrics["timed_end_unix_s"] > result.metrics["timed_start_unix_s"] > 0

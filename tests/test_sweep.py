@@ -2,10 +2,12 @@
 training in subprocesses, in a throwaway working directory."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import optuna
 import pytest
+import torch
 from mlflow.tracking import MlflowClient
 from optuna.storages import JournalStorage
 from optuna.storages.journal import JournalFileBackend
@@ -56,15 +58,28 @@ def test_four_trials_land_in_optuna_and_mlflow_and_a_rerun_resumes(workdir: Path
             continue
         assert outcome == "ok" and run.info.status == "FINISHED"
         assert trial.constraints == {"runnable": 0.0}
+        m = run.data.metrics
         for metric in ("throughput_samples_per_s", "throughput_cv", "val_accuracy", "val_loss",
-                       "peak_pss_tree_bytes", "trial_wall_s"):
-            assert metric in run.data.metrics
+                       "peak_pss_tree_bytes", "trial_wall_s", "step_time_p50_ms", "step_time_p95_ms",
+                       "data_wait_fraction", "input_bound", "cpu_util_percent_mean", "peak_rss_bytes",
+                       "flops_per_sample", "params_count"):
+            assert metric in m, metric
+        assert 100 < m["throughput_samples_per_s"] < 1e6 and 0 <= m["throughput_cv"] < 2
+        assert 0 < m["step_time_p50_ms"] <= m["step_time_p95_ms"] < 10_000
+        assert 0 <= m["data_wait_fraction"] <= 1 and m["input_bound"] in (0.0, 1.0)
+        assert 10e6 < m["peak_pss_tree_bytes"] < 20e9 and m["trial_wall_s"] > 0
+        assert "mfu" not in m  # no honest peak on a CPU
         assert trial.values == [run.data.metrics["throughput_samples_per_s"], run.data.metrics["val_accuracy"]]
     assert any(t.user_attrs["outcome"] == "ok" for t in study.trials)
+
+    assert parent.data.tags["fingerprint.torch_version"] == torch.__version__
+    assert study.user_attrs["fingerprint.cpu_count"] == str(os.cpu_count())
+    study.set_user_attr("fingerprint.torch_version", "1.0.0")  # as if last night ran another torch
 
     second = run_search("multirun", *SMALL, cwd=workdir)
     assert second.returncode == 0, second.stderr[-3000:]
     assert "resuming" in second.stdout
+    assert f"other hardware or software: torch_version: 1.0.0 -> {torch.__version__}" in second.stdout
     study = load_study(workdir)
     assert sorted(t.number for t in study.trials) == list(range(8))
     assert all(t.state == optuna.trial.TrialState.COMPLETE for t in study.trials)
