@@ -198,7 +198,8 @@ class SweeperImpl:
             raise
         finally:
             completed = [t for t in study.get_trials(deepcopy=False) if t.state == TrialState.COMPLETE]
-            tracking.end_sweep(sweep, status, {"trials_complete_in_study": len(completed)})
+            tracking.end_sweep(sweep, status, {"trials_complete_in_study": len(completed)},
+                               Path(str(self.config.hydra.sweep.dir)) / "mlflow-unlogged.json")
         print_front(study, objectives)
         print(f"MLflow: mlflow ui --backend-store-uri {tracking.tracking_uri()}   "
               f"(experiment {self.experiment_name or plan.study_name!r})", flush=True)
@@ -232,37 +233,35 @@ class SweeperImpl:
         trials = [study.ask(plan.space.distributions) for _ in range(batch)]
         overrides = [plan.space.fixed_overrides + [to_override(k, t.params[k]) for k in plan.space.distributions]
                      for t in trials]
-        run_ids: list[str] = []
         try:
             for trial, lines in zip(trials, overrides):
                 heartbeat.track(trial)
-                run_ids.append(tracking.start_trial(sweep, trial.number, flatten(self._compose(lines))))
-                trial.set_user_attr("mlflow_run_id", run_ids[-1])
                 trial.set_user_attr("mlflow_parent_run_id", sweep.parent_run_id)
+                run_id = tracking.start_trial(sweep, trial.number, flatten(self._compose(lines)))
+                if run_id is not None:
+                    trial.set_user_attr("mlflow_run_id", run_id)
             progress.started([t.number for t in trials], trials[0].params)
             returns = self.launcher.launch(overrides, initial_job_idx=self.job_idx)
         except BaseException as err:
             reason = f"sweep interrupted: {err or type(err).__name__}"
-            for trial, run_id in zip(trials, run_ids + [None] * batch):
-                self._close(study, trial, sweep, run_id, {"outcome": "crashed", "reason": reason}, plan, progress)
+            for trial in trials:
+                self._close(study, trial, sweep, {"outcome": "crashed", "reason": reason}, plan, progress)
                 heartbeat.untrack(trial)
             raise
         self.job_idx += batch
         outcomes = []
-        for trial, run_id, ret in zip(trials, run_ids, returns):
-            outcomes.append(self._close(study, trial, sweep, run_id, _result_of(ret), plan, progress))
+        for trial, ret in zip(trials, returns):
+            outcomes.append(self._close(study, trial, sweep, _result_of(ret), plan, progress))
             heartbeat.untrack(trial)
         return outcomes
 
-    def _close(self, study: optuna.Study, trial: optuna.Trial, sweep: tracking.Sweep, run_id: str | None,
-               result: Any, plan: Plan, progress: SweepProgress) -> str:
+    def _close(self, study: optuna.Study, trial: optuna.Trial, sweep: tracking.Sweep, result: Any, plan: Plan,
+               progress: SweepProgress) -> str:
         scored = score(result, plan.objectives, len(plan.directions), plan.constraints)
         tell(study, trial, scored, plan.directions)
-        if run_id is not None:
-            if isinstance(result, dict) and result.get("series"):
-                tracking.log_series(sweep, run_id, result["series"])
-            tracking.end_trial(sweep, run_id, scored.outcome, scored.metrics,
-                               {"search.reason": scored.reason, **{f"search.info.{k}": v for k, v in scored.info.items()}})
+        tracking.end_trial(sweep, trial.number, scored.outcome, scored.metrics,
+                           {"search.reason": scored.reason, **{f"search.info.{k}": v for k, v in scored.info.items()}},
+                           result.get("series") if isinstance(result, dict) else None)
         shown = scored.metrics or dict(zip(progress.objectives, scored.values or []))
         progress.finished(trial.number, scored.outcome, shown, trial.params, plan.directions, scored.reason)
         return scored.outcome

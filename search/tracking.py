@@ -11,8 +11,11 @@ from __future__ import annotations
 import math
 import os
 import time
-from dataclasses import dataclass
-from typing import Any, Mapping
+import json
+import sys
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping
 
 from mlflow.entities import Metric, Param, RunTag
 from mlflow.tracking import MlflowClient
@@ -22,14 +25,39 @@ from search.redact import redact
 
 _MAX_PARAM_CHARS = 6000
 _BATCH = 100
+RETRY_AFTER_S = 10.0  # after a failed write, wait this long before trying MLflow again
+
+
+@dataclass
+class TrialRecord:
+    """Everything one trial's run must hold, kept until MLflow has all of it."""
+
+    number: int
+    params: dict[str, Any]
+    run_id: str | None = None
+    ended: bool = False
+    outcome: str = "running"
+    metrics: dict[str, float] = field(default_factory=dict)
+    tags: dict[str, str] = field(default_factory=dict)
+    series: dict[str, list] = field(default_factory=dict)
 
 
 @dataclass
 class Sweep:
+    """The sweep's parent run and the trial records MLflow does not have yet.
+
+    When the tracking server stops answering, the sweep goes on (Optuna is
+    the source of truth); records wait here and are written, in order, at the
+    next trial boundary after MLflow answers again. Whatever is still
+    unwritten when the sweep ends is saved to a file and reported."""
+
     client: MlflowClient
     experiment_id: str
     parent_run_id: str
     study_name: str
+    pending: dict[int, TrialRecord] = field(default_factory=dict)
+    down_since: float | None = None
+    parent_status: str | None = None
 
 
 def bound_http_retries() -> None:
@@ -58,41 +86,84 @@ def start_sweep(experiment_name: str, study_name: str, params: Mapping[str, Any]
     return sweep
 
 
-def start_trial(sweep: Sweep, trial_number: int, params: Mapping[str, Any]) -> str:
-    run = sweep.client.create_run(
-        sweep.experiment_id,
-        run_name=f"trial-{trial_number}",
-        tags={
+def start_trial(sweep: Sweep, trial_number: int, params: Mapping[str, Any]) -> str | None:
+    """The trial's run id, or None while MLflow is unreachable (the run is made later)."""
+    record = TrialRecord(trial_number, dict(params))
+    sweep.pending[trial_number] = record
+    flush(sweep)
+    return record.run_id
+
+
+def end_trial(sweep: Sweep, trial_number: int, outcome: str, metrics: Mapping[str, float],
+              tags: Mapping[str, str], series: Mapping[str, list] | None = None) -> None:
+    record = sweep.pending.get(trial_number)
+    if record is None:  # interrupted before its run was even asked for
+        record = sweep.pending[trial_number] = TrialRecord(trial_number, {})
+    record.ended, record.outcome = True, outcome
+    record.metrics, record.tags, record.series = dict(metrics), dict(tags), dict(series or {})
+    flush(sweep)
+
+
+def flush(sweep: Sweep) -> None:
+    """Write what MLflow lacks, oldest trial first; stop at the first failure."""
+    if sweep.down_since is not None and time.monotonic() - sweep.down_since < RETRY_AFTER_S:
+        return
+    for number in sorted(sweep.pending):
+        record = sweep.pending[number]
+        if not _attempt(sweep, lambda: _write(sweep, record)):
+            return
+        if record.ended:
+            del sweep.pending[number]
+    if sweep.parent_status is not None:
+        _attempt(sweep, lambda: sweep.client.set_terminated(sweep.parent_run_id, status=sweep.parent_status))
+
+
+def _write(sweep: Sweep, record: TrialRecord) -> None:
+    if record.run_id is None:
+        run = sweep.client.create_run(sweep.experiment_id, run_name=f"trial-{record.number}", tags={
             MLFLOW_PARENT_RUN_ID: sweep.parent_run_id,
-            MLFLOW_RUN_NAME: f"trial-{trial_number}",
+            MLFLOW_RUN_NAME: f"trial-{record.number}",
             "search.role": "trial",
             "search.study_name": sweep.study_name,
-            "search.trial_number": str(trial_number),
+            "search.trial_number": str(record.number),
             "search.outcome": "running",
-        },
-    )
-    _log(sweep, run.info.run_id, params=params)
-    return run.info.run_id
+        })
+        record.run_id = run.info.run_id
+        _log(sweep, record.run_id, params=record.params)
+    if record.ended:
+        _log_series(sweep, record.run_id, record.series)
+        _log(sweep, record.run_id, metrics=record.metrics, tags={"search.outcome": record.outcome, **record.tags})
+        sweep.client.set_terminated(record.run_id, status="FINISHED" if record.outcome == "ok" else "FAILED")
 
 
-def log_series(sweep: Sweep, run_id: str, series: Mapping[str, list[tuple[int, float, int]]]) -> None:
-    """Sampled telemetry (GPU utilisation, power, ...) as stepped metrics: one point per sample."""
-    points = [Metric(k, float(v), ts, step) for k, values in series.items() for step, v, ts in values
-              if math.isfinite(v)]
-    for i in range(0, len(points), 1000):  # MLflow's per-request limit
-        sweep.client.log_batch(run_id, metrics=points[i:i + 1000])
+def _attempt(sweep: Sweep, write: Callable[[], None]) -> bool:
+    try:
+        write()
+    except Exception as err:  # connection refused, timeout, 5xx after MLflow's bounded retries
+        if sweep.down_since is None:
+            reason = redact(" ".join(str(err).split())[:160])
+            print(f"warning: MLflow stopped answering ({type(err).__name__}: {reason}); the sweep goes on, "
+                  f"Optuna keeps every result, and the runs are written when MLflow answers again", flush=True)
+        sweep.down_since = time.monotonic()
+        return False
+    if sweep.down_since is not None:
+        print("MLflow answers again: writing the runs it missed", flush=True)
+    sweep.down_since = None
+    return True
 
 
-def end_trial(sweep: Sweep, run_id: str, outcome: str, metrics: Mapping[str, float],
-              tags: Mapping[str, str]) -> None:
-    all_tags = {"search.outcome": outcome, **tags}
-    _log(sweep, run_id, metrics=metrics, tags=all_tags)
-    sweep.client.set_terminated(run_id, status="FINISHED" if outcome == "ok" else "FAILED")
-
-
-def end_sweep(sweep: Sweep, status: str, metrics: Mapping[str, float] | None = None) -> None:
-    _log(sweep, sweep.parent_run_id, metrics=metrics or {})
-    sweep.client.set_terminated(sweep.parent_run_id, status=status)
+def end_sweep(sweep: Sweep, status: str, metrics: Mapping[str, float] | None = None,
+              unlogged_path: Path | None = None) -> None:
+    sweep.parent_status = status
+    _attempt(sweep, lambda: _log(sweep, sweep.parent_run_id, metrics=metrics or {}))
+    sweep.down_since = None  # one last try, whatever the back-off says
+    flush(sweep)
+    if sweep.pending and unlogged_path is not None:
+        unlogged_path.parent.mkdir(parents=True, exist_ok=True)
+        unlogged_path.write_text(json.dumps([asdict(r) for r in sweep.pending.values()], indent=1))
+        print(f"search: MLflow was unreachable: {len(sweep.pending)} trial runs are not in MLflow; their params, "
+              f"metrics and outcomes are in {unlogged_path} (and every result is in the Optuna study)",
+              file=sys.stderr, flush=True)
 
 
 def _log(sweep: Sweep, run_id: str, params: Mapping[str, Any] | None = None,
@@ -105,6 +176,14 @@ def _log(sweep: Sweep, run_id: str, params: Mapping[str, Any] | None = None,
     for i in range(0, max(len(param_list), len(metric_list), len(tag_list)), _BATCH):
         sweep.client.log_batch(run_id, metrics=metric_list[i:i + _BATCH], params=param_list[i:i + _BATCH],
                                tags=tag_list[i:i + _BATCH])
+
+
+def _log_series(sweep: Sweep, run_id: str, series: Mapping[str, list]) -> None:
+    """Sampled telemetry (GPU utilisation, power, ...) as stepped metrics: one point per sample."""
+    points = [Metric(k, float(v), ts, step) for k, values in series.items() for step, v, ts in values
+              if math.isfinite(v)]
+    for i in range(0, len(points), 1000):  # MLflow's per-request limit
+        sweep.client.log_batch(run_id, metrics=points[i:i + 1000])
 
 
 def check_reachable() -> None:

@@ -1,0 +1,112 @@
+"""A real `mlflow server` on loopback stops in the middle of a sweep and comes
+back: the sweep neither stalls nor loses anything, Optuna is unaffected, and
+the runs it could not write are written once the server answers again."""
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import optuna
+import pytest
+from mlflow.tracking import MlflowClient
+from optuna.trial import TrialState
+
+from conftest import REPO
+from test_sweep import load_study
+
+pytestmark = pytest.mark.slow
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class MlflowServer:
+    def __init__(self, db: Path, port: int) -> None:
+        self.db, self.port, self.proc = db, port, None
+
+    @property
+    def uri(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(self.port),
+             "--backend-store-uri", f"sqlite:///{self.db}", "--workers", "1"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                urllib.request.urlopen(f"{self.uri}/health", timeout=1).read()
+                return
+            except OSError:
+                time.sleep(0.3)
+        raise AssertionError("mlflow server did not start")
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            os.killpg(self.proc.pid, 15)
+            self.proc.wait(timeout=30)
+
+
+@pytest.fixture
+def server(tmp_path: Path):
+    srv = MlflowServer(tmp_path / "mlflow-server.db", free_port())
+    srv.start()
+    yield srv
+    srv.stop()
+
+
+def complete(workdir: Path) -> list[optuna.trial.FrozenTrial]:
+    try:
+        return [t for t in load_study(workdir).trials if t.state == TrialState.COMPLETE]
+    except (KeyError, FileNotFoundError):
+        return []
+
+
+def wait_for(predicate, timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.3)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_mlflow_down_mid_sweep_then_back(workdir: Path, server: MlflowServer) -> None:
+    env = {**os.environ, "PYTHONPATH": str(REPO), "MLFLOW_TRACKING_URI": server.uri}
+    sweep = subprocess.Popen(
+        [sys.executable, "-m", "search", "multirun", "hydra.sweeper.n_trials=14", "hydra.sweeper.params=null",
+         "batch_size=choice(64,128)", "train.budget_samples=1000", "parallel.devices=1", "loader.num_workers=0"],
+        cwd=workdir, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    client = MlflowClient(server.uri)
+    try:
+        wait_for(lambda: len(complete(workdir)) >= 1, 120, "a first trial")
+        server.stop()
+        wait_for(lambda: len(complete(workdir)) >= 4, 120, "trials while MLflow is down")
+        server.start()
+        out, err = sweep.communicate(timeout=300)
+    finally:
+        if sweep.poll() is None:
+            sweep.kill()
+    assert sweep.returncode == 0, err[-3000:]
+    assert "MLflow stopped answering" in out and "MLflow answers again" in out
+    trials = load_study(workdir).trials
+    assert len(trials) == 14 and all(t.state == TrialState.COMPLETE for t in trials)
+    longest = max((t.datetime_complete - t.datetime_start).total_seconds() for t in trials)
+    assert longest < 60, f"a trial took {longest:.0f} s: the sweep stalled on MLflow"
+    experiment = client.get_experiment_by_name("digits")
+    runs = client.search_runs([experiment.experiment_id], "tags.`search.role` = 'trial'", max_results=100)
+    assert sorted(int(r.data.tags["search.trial_number"]) for r in runs) == list(range(14))
+    assert all(r.info.status == "FINISHED" for r in runs)
+    assert all("throughput_samples_per_s" in r.data.metrics and r.data.params["batch_size"] in ("64", "128")
+               for r in runs)
+    [parent] = client.search_runs([experiment.experiment_id], "tags.`search.role` = 'sweep'")
+    assert parent.info.status == "FINISHED"
