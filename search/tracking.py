@@ -11,12 +11,15 @@ from __future__ import annotations
 import math
 import os
 import time
+import fcntl
 import json
 import sys
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
+import mlflow
 from mlflow.entities import Metric, Param, RunTag
 from mlflow.tracking import MlflowClient
 from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID, MLFLOW_RUN_NAME
@@ -186,16 +189,33 @@ def _log_series(sweep: Sweep, run_id: str, series: Mapping[str, list]) -> None:
         sweep.client.log_batch(run_id, metrics=points[i:i + 1000])
 
 
+@contextmanager
+def _first_contact_lock(uri: str) -> Iterator[None]:
+    """Workers started together on one SQLite tracking database would each run
+    MLflow's schema migrations at once and break them; the first to take this
+    lock migrates, the others then find the schema current."""
+    if not uri.startswith("sqlite:///"):
+        yield
+        return
+    with open(f"{uri[len('sqlite:///'):]}.search-lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
 def check_reachable() -> None:
     """Fail before anything is created when the tracking server cannot be used."""
     from search.errors import BadInput
 
-    client = MlflowClient()
+    uri = mlflow.get_tracking_uri()
     try:
-        client.search_experiments(max_results=1)
+        with _first_contact_lock(uri):
+            MlflowClient(uri).search_experiments(max_results=1)
     except Exception as err:  # refused connection, bad scheme, unwritable database
         reason = " ".join(str(err).split())[:200]
-        raise BadInput(f"the MLflow tracking URI must be reachable; got {redact(client.tracking_uri)} "
+        raise BadInput(f"the MLflow tracking URI must be reachable; got {redact(uri)} "
                        f"({type(err).__name__}: {redact(reason)}); fix: start the server or set MLFLOW_TRACKING_URI") from None
 
 
