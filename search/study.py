@@ -36,7 +36,10 @@ def open_storage(storage: str | None) -> BaseStorage:
     if storage and "://" in storage:
         try:
             return RDBStorage(storage)
-        except Exception as err:  # driver missing, refused connection, bad path
+        except ImportError:
+            raise BadInput(f"the study storage's database driver must be installed; got {redact(storage)}; "
+                           f"fix: pip install 'search[postgres]' (psycopg) or the driver SQLAlchemy names") from None
+        except Exception as err:  # refused connection, bad credentials, bad path
             reason = " ".join(str(err).split())[:200]
             raise BadInput(f"the study storage must be reachable; got {redact(storage)} ({type(err).__name__}: "
                            f"{redact(reason)}); fix: start the database or correct hydra.sweeper.storage") from None

@@ -161,7 +161,7 @@ class SweeperImpl:
 
     def sweep(self, arguments: list[str]) -> optuna.Study:
         optuna.logging.set_verbosity(optuna.logging.WARNING)
-        tracking.bound_http_retries()
+        tracking.configure_client()
         try:
             plan = self._plan(arguments)
             tracking.check_reachable()
@@ -201,8 +201,7 @@ class SweeperImpl:
             tracking.end_sweep(sweep, status, {"trials_complete_in_study": len(completed)},
                                Path(str(self.config.hydra.sweep.dir)) / "mlflow-unlogged.json")
         print_front(study, objectives)
-        print(f"MLflow: mlflow ui --backend-store-uri {tracking.tracking_uri()}   "
-              f"(experiment {self.experiment_name or plan.study_name!r})", flush=True)
+        print(f"MLflow: {tracking.how_to_look()}   (experiment {self.experiment_name or plan.study_name!r})", flush=True)
         if self.failure_policy.gives_up(outcomes):
             print(f"search: gave up: {self.failure_policy.describe(outcomes)}", file=sys.stderr, flush=True)
             raise SystemExit(EXIT_GAVE_UP)

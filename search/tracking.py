@@ -63,16 +63,21 @@ class Sweep:
     parent_status: str | None = None
 
 
-def bound_http_retries() -> None:
+def configure_client() -> None:
     """MLflow's HTTP client retries for minutes by default; a sweep would stall
     on a down server. Bounded unless the user set these themselves."""
     os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2")
     os.environ.setdefault("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "1")
     os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "15")
+    # MLflow prints each run's URL, userinfo included, when a run ends on an
+    # http server; the sweep prints its own (redacted) pointer instead.
+    os.environ["MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT"] = "true"
 
 
-def tracking_uri() -> str:
-    return redact(MlflowClient().tracking_uri)
+def how_to_look() -> str:
+    """The command (local store) or address (server) that shows the runs."""
+    uri = redact(mlflow.get_tracking_uri())
+    return f"open {uri}" if uri.startswith(("http://", "https://")) else f"mlflow ui --backend-store-uri {uri}"
 
 
 def start_sweep(experiment_name: str, study_name: str, params: Mapping[str, Any], tags: Mapping[str, str]) -> Sweep:

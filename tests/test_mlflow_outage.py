@@ -4,11 +4,9 @@ the runs it could not write are written once the server answers again."""
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import optuna
@@ -17,48 +15,15 @@ from mlflow.tracking import MlflowClient
 from optuna.trial import TrialState
 
 from conftest import REPO
+from servers import MlflowServer
 from test_sweep import load_study
 
 pytestmark = pytest.mark.slow
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class MlflowServer:
-    def __init__(self, db: Path, port: int) -> None:
-        self.db, self.port, self.proc = db, port, None
-
-    @property
-    def uri(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def start(self) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(self.port),
-             "--backend-store-uri", f"sqlite:///{self.db}", "--workers", "1"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                urllib.request.urlopen(f"{self.uri}/health", timeout=1).read()
-                return
-            except OSError:
-                time.sleep(0.3)
-        raise AssertionError("mlflow server did not start")
-
-    def stop(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            os.killpg(self.proc.pid, 15)
-            self.proc.wait(timeout=30)
-
-
 @pytest.fixture
 def server(tmp_path: Path):
-    srv = MlflowServer(tmp_path / "mlflow-server.db", free_port())
+    srv = MlflowServer(f"sqlite:///{tmp_path / 'mlflow-server.db'}")
     srv.start()
     yield srv
     srv.stop()
