@@ -45,15 +45,15 @@ class SweepProgress:
         self._progress.update(self._task, description=f"trial {label}: {_short(params)}")
 
     def finished(self, number: int, outcome: str, metrics: Mapping[str, float], params: Mapping[str, Any],
-                 directions: Sequence[str], reason: str = "") -> None:
-        if outcome == "ok":
+                 directions: Sequence[str], reason: str = "", feasible: bool = True) -> None:
+        if outcome == "ok" and feasible:
             for name, direction in zip(self.objectives, directions):
                 if name in metrics:
                     better = max if direction == "maximize" else min
                     self._best[name] = better(self._best.get(name, metrics[name]), metrics[name])
         shown = " ".join(f"{k}={metrics[k]:.4g}" for k in self.objectives if k in metrics)
         colour = "green" if outcome == "ok" else "red"
-        tail = f" [dim]{reason}[/dim]" if reason and outcome != "ok" else ""
+        tail = f" [dim]{reason}[/dim]" if reason and outcome != "ok" else ("" if feasible else " [yellow]infeasible: violates a constraint[/yellow]")
         self._progress.console.print(f"trial {number} [{colour}]{outcome}[/{colour}] {shown}  [dim]{_short(params)}[/dim]{tail}")
         best = "  ".join(f"best {k}={v:.4g}" for k, v in self._best.items())
         self._progress.update(self._task, advance=1, best=best)

@@ -262,7 +262,8 @@ class SweeperImpl:
                            {"search.reason": scored.reason, **{f"search.info.{k}": v for k, v in scored.info.items()}},
                            result.get("series") if isinstance(result, dict) else None)
         shown = scored.metrics or dict(zip(progress.objectives, scored.values or []))
-        progress.finished(trial.number, scored.outcome, shown, trial.params, plan.directions, scored.reason)
+        feasible = all(v <= 0 for v in scored.constraints.values())
+        progress.finished(trial.number, scored.outcome, shown, trial.params, plan.directions, scored.reason, feasible)
         return scored.outcome
 
 
