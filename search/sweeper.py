@@ -24,7 +24,9 @@ from optuna.trial import TrialState
 from search import fingerprint, gpu_telemetry, tracking
 from search.constraints import Constraint, parse_constraints
 from search.errors import EXIT_GAVE_UP, BadInput, Interrupted, exit_bad_input
+from search.doctor import removed_values, runnable_knob_values
 from search.failure_policy import FailurePolicy
+from search.hardware import fit_to_machine
 from search.outcome import score, tell
 from search.progress import SweepProgress
 from search.recovery import Heartbeat, close_stale, stale_trials
@@ -144,6 +146,9 @@ class SweeperImpl:
         space = build_space(self.params, arguments)
         measures_accuracy = True
         if getattr(self.task_function, "__module__", "") == "search.app":
+            space, removed = fit_to_machine(space, removed_values(), runnable_knob_values())
+            if removed:
+                print(f"removed from the search space, this machine cannot run them: {'; '.join(removed)}", flush=True)
             measures_accuracy = self._check_knob_values(space)
         else:
             for extra in [[]] + [[to_override(k, getattr(d, "choices", [getattr(d, "low", None)])[0])]

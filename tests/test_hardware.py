@@ -1,0 +1,46 @@
+"""Values the machine cannot run leave the space with a notice; forcing one
+is exit status 2 with the reason."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from optuna.distributions import CategoricalDistribution
+
+from conftest import run_search
+from search.errors import BadInput
+from search.hardware import fit_to_machine
+from search.space import build_space
+
+REMOVED = {"precision=fp16": "needs a CUDA GPU", "precision=fp8": "needs sm_89+ and torchao"}
+RUNNABLE = {"precision": ["fp32", "bf16"], "parallel.devices": [1, 2]}
+
+
+def test_unrunnable_values_leave_the_space_with_their_reasons() -> None:
+    space = build_space({}, ["precision=choice(fp32,bf16,fp16,fp8)", "parallel.devices=choice(1,2,4)"])
+    fitted, notes = fit_to_machine(space, REMOVED, RUNNABLE)
+    assert fitted.distributions == {"precision": CategoricalDistribution(["fp32", "bf16"]),
+                                    "parallel.devices": CategoricalDistribution([1, 2])}
+    assert notes == ["precision=fp16 (needs a CUDA GPU)", "precision=fp8 (needs sm_89+ and torchao)",
+                     "parallel.devices=4 (this machine runs parallel.devices in [1, 2])"]
+
+
+def test_forcing_an_unrunnable_value_or_leaving_nothing_is_bad_input() -> None:
+    with pytest.raises(BadInput, match="precision=fp16 cannot run on this machine: needs a CUDA GPU"):
+        fit_to_machine(build_space({}, ["batch_size=choice(1,2)", "precision=fp16"]), REMOVED, RUNNABLE)
+    with pytest.raises(BadInput, match="no value this machine can run"):
+        fit_to_machine(build_space({}, ["precision=choice(fp16,fp8)"]), REMOVED, RUNNABLE)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU-only behaviour")
+def test_on_a_cpu_machine_gpu_precisions_are_removed_and_forcing_one_exits_2(workdir: Path) -> None:
+    removed = run_search("multirun", "hydra.sweeper.params=null", "precision=choice(fp32,fp16,tf32,fp8)",
+                         "hydra.sweeper.n_trials=1", "train.budget_samples=200", cwd=workdir)
+    assert removed.returncode == 0, removed.stderr[-2000:]
+    line = next(l for l in removed.stdout.splitlines() if l.startswith("removed from the search space"))
+    assert "precision=fp16" in line and "precision=tf32" in line and "precision=fp8" in line
+    forced = run_search("multirun", "precision=fp16", cwd=workdir / "multirun")
+    assert forced.returncode == 2
+    assert "precision=fp16 cannot run on this machine" in forced.stderr
