@@ -138,5 +138,7 @@ def _check_custom(c: CustomConfig) -> CustomConfig:
             "objective.measures_accuracy", "false or null without objective.val_dataset", True, "null"
         )
     if c.measures_accuracy is None:
-        c.measures_accuracy = c.val_dataset is not None
+        # A callable reports what it measures; assume accuracy unless told otherwise,
+        # so the default two-objective sweep keeps the val_accuracy it returns.
+        c.measures_accuracy = c.callable is not None or c.val_dataset is not None
     return c

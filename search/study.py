@@ -12,7 +12,7 @@ from typing import Any, Mapping, Sequence
 
 import optuna
 from hydra.utils import instantiate
-from optuna.distributions import BaseDistribution
+from optuna.distributions import BaseDistribution, CategoricalDistribution
 from optuna.storages import BaseStorage, JournalStorage, RDBStorage
 from optuna.storages.journal import JournalFileBackend
 
@@ -68,13 +68,23 @@ def make_sampler(sampler_cfg: Any, seed: int | None, distributions: Mapping[str,
     cfg = dict(sampler_cfg or {"_target_": "optuna.samplers.TPESampler"})
     if seed is not None:
         cfg["seed"] = seed
-    if cfg.get("_target_") == "optuna.samplers.GridSampler":
+    if cfg.get("_target_") in ("optuna.samplers.GridSampler", f"{__name__}.SweepGridSampler"):
+        cfg["_target_"] = f"{__name__}.SweepGridSampler"
         cfg["search_space"] = grid_values(distributions)
     try:
         return instantiate(cfg)
     except Exception as err:
         raise BadInput(f"hydra.sweeper.sampler must build an Optuna sampler; got {cfg.get('_target_')!r} "
                        f"({' '.join(str(err).split())[:160]}); fix: hydra/sweeper/sampler=tpe") from None
+
+
+class SweepGridSampler(optuna.samplers.GridSampler):
+    """Optuna's grid sampler, minus its `study.stop()` when the grid is used up:
+    that call is only legal inside `study.optimize`, and this sweep asks and
+    tells. The sweep ends itself when `is_exhausted` says so."""
+
+    def after_trial(self, study: optuna.Study, trial: Any, state: Any, values: Any) -> None:
+        return None
 
 
 def load_or_create(name: str, storage: BaseStorage, directions: list[str],
@@ -88,3 +98,17 @@ def load_or_create(name: str, storage: BaseStorage, directions: list[str],
                            f"fix: use the same directions or another hydra.sweeper.study_name")
         return optuna.load_study(study_name=name, storage=storage, sampler=sampler), True
     return optuna.create_study(study_name=name, storage=storage, directions=directions, sampler=sampler), False
+
+
+def check_space_matches(study: optuna.Study, distributions: Mapping[str, BaseDistribution]) -> None:
+    """Optuna refuses a categorical knob whose choices changed within a study
+    (at `ask`, mid-sweep); say so before the sweep starts instead."""
+    seen: dict[str, BaseDistribution] = {}
+    for trial in study.get_trials(deepcopy=False):
+        seen.update(trial.distributions)
+    for key, dist in distributions.items():
+        old = seen.get(key)
+        if isinstance(old, CategoricalDistribution) and old != dist:
+            raise BadInput(f"study {study.study_name!r} already searched {key} over {list(old.choices)}; got "
+                           f"{getattr(dist, 'choices', dist)}; fix: keep those choices or use another "
+                           f"hydra.sweeper.study_name")

@@ -32,7 +32,7 @@ from search.progress import SweepProgress
 from search.recovery import Heartbeat, close_stale, stale_trials
 from search.report import print_front
 from search.space import Space, build_space, to_override
-from search.study import load_or_create, make_sampler, normalize_directions, open_storage, storage_location
+from search.study import SweepGridSampler, check_space_matches, load_or_create, make_sampler, normalize_directions, open_storage, storage_location
 
 ACCURACY_METRICS = ("val_accuracy", "val_loss", "time_to_accuracy_s")
 
@@ -171,6 +171,7 @@ class SweeperImpl:
             plan = self._plan(arguments)
             tracking.check_reachable()
             study, resumed = load_or_create(plan.study_name, plan.storage, plan.directions, plan.sampler)
+            check_space_matches(study, plan.space.distributions)
         except BadInput as err:
             exit_bad_input(err)
         objectives = plan.objectives or [f"value_{i}" for i in range(len(plan.directions))]
@@ -193,6 +194,9 @@ class SweeperImpl:
         try:
             with SweepProgress(self.n_trials, objectives) as progress, Heartbeat(study) as heartbeat:
                 while len(outcomes) < self.n_trials:
+                    if isinstance(plan.sampler, SweepGridSampler) and plan.sampler.is_exhausted(study):
+                        progress.console.print(f"every grid point has run: stopping after {len(outcomes)} new trials")
+                        break
                     batch = min(self.n_jobs, self.n_trials - len(outcomes))
                     outcomes += self._run_batch(study, plan, sweep, progress, heartbeat, batch)
                     if self.failure_policy.gives_up(outcomes):

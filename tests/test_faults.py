@@ -6,10 +6,10 @@ user-objective path (`objective.callable`, or `_target_` model and dataset),
 selected by an extra `+fault.*` section and fired only on the trial whose
 batch size matches, so the other trials of the same sweep must succeed.
 
-Three-trial sweeps ask for `hydra/sweeper/sampler=grid` over three batch sizes;
-`hydra.sweeper.seed` is chosen so that, while that override is ignored (see
-test_the_sampler_override_selects_optunas_sampler), the seeded TPE startup
-also draws each batch size exactly once. The assertions hold for any order.
+The sweeps use the default sampler (TPE, whose first trials are random) with a
+`hydra.sweeper.seed` chosen so that its draws are a permutation of the choices:
+each batch size exactly once, asserted by every test; the assertions hold for
+any order. The grid sampler has its own tests at the end.
 """
 from __future__ import annotations
 
@@ -35,10 +35,8 @@ from test_reliability import wait_gone
 pytestmark = pytest.mark.slow
 
 TESTS = Path(__file__).resolve().parent
-CALLABLE = ["objective=custom", "objective.callable=faulty_objective:objective", "objective.measures_accuracy=true",
-            "hydra.sweeper.params=null"]
-THREE = [*CALLABLE, "hydra/sweeper/sampler=grid", "batch_size=choice(32,64,128)", "hydra.sweeper.n_trials=3",
-         "hydra.sweeper.seed=1"]
+CALLABLE = ["objective=custom", "objective.callable=faulty_objective:objective", "hydra.sweeper.params=null"]
+THREE = [*CALLABLE, "batch_size=choice(32,64,128)", "hydra.sweeper.n_trials=3", "hydra.sweeper.seed=1"]
 ONE_TRIAL = ["objective=custom", "hydra.sweeper.params=null", "batch_size=choice(32,64)", "hydra.sweeper.n_trials=1",
              "train.budget_samples=512", "train.warmup_steps=1", "train.window_steps=2"]
 
@@ -174,7 +172,7 @@ def test_non_finite_metrics_from_the_objective_are_diverged_failed_and_never_bes
 
 
 def test_digits_with_an_absurd_learning_rate_really_diverges(workdir: Path) -> None:
-    result = sweep(workdir, "hydra.sweeper.params=null", "hydra/sweeper/sampler=grid", "optim.lr=choice(0.005,1e10)",
+    result = sweep(workdir, "hydra.sweeper.params=null", "optim.lr=choice(0.005,1e10)",
                    "hydra.sweeper.n_trials=2", "hydra.sweeper.seed=0", "train.budget_samples=640")
     assert result.returncode == 0, result.stderr[-3000:]
     s = study(workdir, "digits")
@@ -212,12 +210,12 @@ def test_a_dataset_that_hangs_in_a_loader_worker_times_out_and_leaves_no_worker(
 
 def test_a_ddp_rank_that_stalls_times_out_and_both_ranks_are_gone(workdir: Path) -> None:
     marker = workdir / "rank.pids"
-    result = sweep(workdir, *ONE_TRIAL, "parallel.devices=2", "parallel.threads=1", "trial.timeout_s=8",
+    result = sweep(workdir, *ONE_TRIAL, "parallel.devices=2", "parallel.threads=1", "trial.timeout_s=5",
                    f"objective.model={{_target_: faulty_objective.StallingNet, stall_rank: 1, marker: '{marker}'}}",
                    "objective.train_dataset={_target_: faulty_objective.Blobs}")
     assert result.returncode == 0, result.stderr[-3000:]
     [trial] = study(workdir).trials
-    assert_failed(trial, trial_runs(workdir)[trial.number], "timeout", "trial.timeout_s=8")
+    assert_failed(trial, trial_runs(workdir)[trial.number], "timeout", "trial.timeout_s=5")
     [rank_pid] = marker.read_text().split()  # rank 1 reached its training forward, then stalled
     assert not psutil.pid_exists(int(rank_pid))
 
@@ -242,7 +240,7 @@ def test_a_sweep_where_every_trial_crashes_gives_up_once_failure_min_trials_ran(
 
 
 def test_one_crash_in_six_trials_never_stops_the_sweep(workdir: Path) -> None:
-    result = sweep(workdir, *CALLABLE, "hydra/sweeper/sampler=grid", "batch_size=choice(8,16,32,64,128,256)",
+    result = sweep(workdir, *CALLABLE, "batch_size=choice(8,16,32,64,128,256)",
                    "hydra.sweeper.n_trials=6", "hydra.sweeper.seed=96", "hydra.sweeper.failure_min_trials=4",
                    "+fault.kind=raise", "+fault.on_batch_size=8")
     assert result.returncode == 0, result.stderr[-3000:]
@@ -255,10 +253,6 @@ def test_one_crash_in_six_trials_never_stops_the_sweep(workdir: Path) -> None:
 
 # -- product bugs found while writing these tests ----------------------------------------------
 
-@pytest.mark.xfail(strict=True, reason=(
-    "hydra_plugins/search_sweeper/search_sweeper.py: SearchSweeperConf declares `sampler: Any = None` and "
-    "`defaults: [{sampler: tpe}]` without `_self_`, so Hydra merges the dataclass's own fields last and "
-    "sampler is always None: hydra/sweeper/sampler=<name> is silently ignored and every sweep runs TPE"))
 def test_the_sampler_override_selects_optunas_sampler(workdir: Path) -> None:
     result = run_search("run", "hydra/sweeper/sampler=grid", "--cfg", "hydra", cwd=workdir)
     assert result.returncode == 0, result.stderr[-3000:]
@@ -266,13 +260,18 @@ def test_the_sampler_override_selects_optunas_sampler(workdir: Path) -> None:
     assert (sweeper["sampler"] or {}).get("_target_") == "optuna.samplers.GridSampler"
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "the grid sampler cannot be selected (test_the_sampler_override_selects_optunas_sampler); once it can, "
-    "Optuna's GridSampler.after_trial calls study.stop() when the grid is used up, which raises RuntimeError "
-    "outside study.optimize, so search/outcome.py tell() crashes the ask/tell sweep at the last grid point"))
 def test_a_grid_sweep_runs_every_grid_point_once_and_exits_zero(workdir: Path) -> None:
-    result = sweep(workdir, *THREE)
+    result = sweep(workdir, *THREE, "hydra/sweeper/sampler=grid")
     assert result.returncode == 0, result.stderr[-3000:]
     [parent] = mlflow_runs(workdir, "sweep")
-    assert parent.data.params["sampler"] == "GridSampler"
+    assert parent.data.params["sampler"].endswith("GridSampler")
     by_batch_size(study(workdir).trials)
+
+
+def test_a_callable_that_reports_val_accuracy_gets_the_default_two_objective_sweep(workdir: Path) -> None:
+    result = sweep(workdir, "objective=custom", "objective.callable=faulty_objective:objective",
+                   "hydra.sweeper.params=null", "batch_size=choice(32,64)", "hydra.sweeper.n_trials=1")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "measures no accuracy" not in result.stdout
+    [trial] = study(workdir).trials
+    assert len(trial.values) == 2 and trial.values[1] == trial.user_attrs["metrics"]["val_accuracy"]

@@ -28,7 +28,8 @@ class SearchSweeperConf:
     """Keys of the old hydra-optuna-sweeper plugin, plus `objectives`."""
 
     _target_: str = "hydra_plugins.search_sweeper.search_sweeper.SearchSweeper"
-    defaults: List[Any] = field(default_factory=lambda: [{"sampler": "tpe"}])
+    _recursive_: bool = False  # the sweeper builds the sampler itself (the grid sampler needs the space)
+    defaults: List[Any] = field(default_factory=lambda: ["_self_", {"sampler": "tpe"}])
     sampler: Any = None
     direction: Any = field(default_factory=lambda: ["maximize", "maximize"])
     # Metric names the directions apply to, when a trial returns a dict of metrics.
