@@ -201,7 +201,7 @@ class SweeperImpl:
                     outcomes += self._run_batch(study, plan, sweep, progress, heartbeat, batch)
                     if self.failure_policy.gives_up(outcomes):
                         break
-            status = "FINISHED"
+            status = "FAILED" if self.failure_policy.gives_up(outcomes) else "FINISHED"
         except (KeyboardInterrupt, Interrupted):
             status = "KILLED"
             raise
