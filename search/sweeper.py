@@ -17,14 +17,13 @@ from typing import Any, Sequence
 import optuna
 from hydra.core.plugins import Plugins
 from hydra.core.utils import JobReturn, JobStatus
-from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf, open_dict
 from optuna.trial import TrialState
 
 from search import fingerprint, gpu_telemetry, tracking
 from search.constraints import Constraint, parse_constraints
-from search.errors import EXIT_GAVE_UP, BadInput, Interrupted, exit_bad_input
 from search.doctor import removed_values, runnable_knob_values
+from search.errors import EXIT_GAVE_UP, BadInput, Interrupted, exit_bad_input
 from search.failure_policy import FailurePolicy
 from search.hardware import fit_to_machine
 from search.outcome import score, tell
@@ -32,7 +31,8 @@ from search.progress import SweepProgress
 from search.recovery import Heartbeat, close_stale, stale_trials
 from search.report import print_front
 from search.space import Space, build_space, to_override
-from search.study import SweepGridSampler, check_space_matches, load_or_create, make_sampler, normalize_directions, open_storage, storage_location
+from search.study import (SweepGridSampler, check_space_matches, load_or_create, make_sampler, normalize_directions,
+                          open_storage, storage_location)
 
 ACCURACY_METRICS = ("val_accuracy", "val_loss", "time_to_accuracy_s")
 
@@ -93,7 +93,7 @@ class SweeperImpl:
     def _compose(self, overrides: Sequence[str]) -> dict[str, Any]:
         try:
             cfg = self.hydra_context.config_loader.load_sweep_config(self.config, list(overrides))
-        except (HydraException, Exception) as err:
+        except Exception as err:  # Hydra's composition errors share no narrower base
             first = " ".join(str(err).split("\n")[0].split())
             raise BadInput(f"every override must name a key of the config; {first} (overrides: "
                            f"{' '.join(overrides)}); fix: check the key's spelling in conf/") from None
