@@ -8,6 +8,7 @@ line and exit status 2.
 from __future__ import annotations
 
 import os
+import random
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -26,6 +27,7 @@ from search.doctor import removed_values, runnable_knob_values
 from search.errors import EXIT_GAVE_UP, BadInput, Interrupted, exit_bad_input
 from search.failure_policy import FailurePolicy
 from search.hardware import fit_to_machine
+from search.no_repeat import ask_unseen
 from search.outcome import score, tell
 from search.progress import SweepProgress
 from search.recovery import Heartbeat, close_stale, stale_trials
@@ -80,6 +82,7 @@ class SweeperImpl:
         self.stale_after_s = stale_after_s
         self.failure_policy = FailurePolicy(max_failure_rate, failure_min_trials)
         self.job_idx = 0
+        self.rng = random.Random(seed)
 
     def setup(self, *, hydra_context: Any, task_function: Any, config: DictConfig) -> None:
         self.hydra_context = hydra_context
@@ -146,10 +149,10 @@ class SweeperImpl:
         space = build_space(self.params, arguments)
         measures_accuracy = True
         if getattr(self.task_function, "__module__", "") == "search.app":
+            measures_accuracy = self._check_knob_values(space)  # first: an unknown value is wrong everywhere
             space, removed = fit_to_machine(space, removed_values(), runnable_knob_values())
             if removed:
                 print(f"removed from the search space, this machine cannot run them: {'; '.join(removed)}", flush=True)
-            measures_accuracy = self._check_knob_values(space)
         else:
             for extra in [[]] + [[to_override(k, getattr(d, "choices", [getattr(d, "low", None)])[0])]
                                  for k, d in space.distributions.items()]:
@@ -238,7 +241,7 @@ class SweeperImpl:
 
     def _run_batch(self, study: optuna.Study, plan: Plan, sweep: tracking.Sweep, progress: SweepProgress,
                    heartbeat: Heartbeat, batch: int) -> list[str]:
-        trials = [study.ask(plan.space.distributions) for _ in range(batch)]
+        trials = [ask_unseen(study, plan.space.distributions, self.rng) for _ in range(batch)]
         overrides = [plan.space.fixed_overrides + [to_override(k, t.params[k]) for k in plan.space.distributions]
                      for t in trials]
         try:
