@@ -8,7 +8,8 @@ configuration this study has already completed, the proposal is closed as
 a failed trial marked `search.repeat_of` (samplers ignore failed trials, and
 no MLflow run or training is spent on it) and an unseen configuration drawn
 at random is enqueued in its place. Once every configuration has run, the
-sampler's proposal runs anyway.
+sampler's proposal runs anyway, and so does a trial enqueued on purpose (a
+retry, a re-measurement).
 """
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from optuna.distributions import BaseDistribution, CategoricalDistribution, Floa
 from optuna.trial import TrialState
 
 REPEAT_ATTR = "search.repeat_of"
+REPLACES_ATTR = "search.replaces"  # on the unseen configuration that ran instead
 _DRAWS = 200
 
 
@@ -45,6 +47,8 @@ def _draw(dist: BaseDistribution, rng: random.Random) -> Any:
 
 def ask_unseen(study: optuna.Study, distributions: Mapping[str, BaseDistribution], rng: random.Random) -> optuna.Trial:
     trial = study.ask(dict(distributions))
+    if "fixed_params" in study._storage.get_trial_system_attrs(trial._trial_id):  # enqueued on purpose: it runs
+        return trial
     seen = completed_configurations(study)
     repeat_of = seen.get(_key(trial.params))
     if repeat_of is None:
@@ -56,6 +60,6 @@ def ask_unseen(study: optuna.Study, distributions: Mapping[str, BaseDistribution
             trial.set_user_attr("outcome", "skipped")
             trial.set_user_attr("reason", f"repeats trial {repeat_of}; an unseen configuration runs instead")
             study.tell(trial, state=TrialState.FAIL)
-            study.enqueue_trial(params)
+            study.enqueue_trial(params, user_attrs={REPLACES_ATTR: trial.number})
             return study.ask(dict(distributions))
     return trial  # (almost) every configuration has run: re-measure the sampler's choice
