@@ -63,13 +63,13 @@ def test_mlflow_down_mid_sweep_then_back(workdir: Path, server: MlflowServer) ->
             sweep.kill()
     assert sweep.returncode == 0, err[-3000:]
     assert "MLflow stopped answering" in out and "MLflow answers again" in out
-    trials = load_study(workdir).trials
+    trials = [t for t in load_study(workdir).trials if t.user_attrs.get("outcome") != "skipped"]  # repeats
     assert len(trials) == 14 and all(t.state == TrialState.COMPLETE for t in trials)
     longest = max((t.datetime_complete - t.datetime_start).total_seconds() for t in trials)
     assert longest < 60, f"a trial took {longest:.0f} s: the sweep stalled on MLflow"
     experiment = client.get_experiment_by_name("digits")
     runs = client.search_runs([experiment.experiment_id], "tags.`search.role` = 'trial'", max_results=100)
-    assert sorted(int(r.data.tags["search.trial_number"]) for r in runs) == list(range(14))
+    assert sorted(int(r.data.tags["search.trial_number"]) for r in runs) == sorted(t.number for t in trials)
     assert all(r.info.status == "FINISHED" for r in runs)
     assert all("throughput_samples_per_s" in r.data.metrics and r.data.params["batch_size"] in ("64", "128")
                for r in runs)
