@@ -126,7 +126,7 @@ def check_tracking() -> Check:
     import mlflow
     from mlflow.tracking import MlflowClient
 
-    uri = os.environ.get("MLFLOW_TRACKING_URI") or mlflow.get_tracking_uri()
+    uri = mlflow.get_tracking_uri()  # honours MLFLOW_TRACKING_URI
     http = uri.startswith(("http://", "https://"))
     short = _env(MLFLOW_HTTP_REQUEST_MAX_RETRIES="0", MLFLOW_HTTP_REQUEST_TIMEOUT="5") if http else contextlib.nullcontext()
     with short:

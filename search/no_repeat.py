@@ -2,8 +2,8 @@
 
 Accuracy here is deterministic for a configuration and throughput varies by
 a few percent, so a repeat measures only noise; yet on a small categorical
-space TPE keeps proposing its favourite (measured: 10 of the default sweep's
-20 trials were repeats of two configurations). When the sampler proposes a
+space TPE keeps proposing its favourite (seen in one default sweep: its last
+10 trials were the same two configurations, 8 of them repeats). When the sampler proposes a
 configuration this study has already completed, the proposal is closed as
 a failed trial marked `search.repeat_of` (samplers ignore failed trials, and
 no MLflow run or training is spent on it) and an unseen configuration drawn

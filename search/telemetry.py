@@ -9,7 +9,6 @@ their RSS would count those pages once per process.
 from __future__ import annotations
 
 import threading
-import time
 from dataclasses import dataclass, field
 
 import psutil
@@ -92,11 +91,3 @@ def kill_tree(pid: int, timeout_s: float = 5.0) -> None:
             pass
     psutil.wait_procs(procs, timeout=timeout_s)
 
-
-def wait_for(predicate, timeout_s: float, interval_s: float = 0.05) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(interval_s)
-    return predicate()

@@ -11,7 +11,6 @@ import time
 import uuid
 from pathlib import Path
 
-import optuna
 import psutil
 import pytest
 from mlflow.tracking import MlflowClient
