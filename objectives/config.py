@@ -38,8 +38,9 @@ __all__ = [
 ]
 
 PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "fp8")
-MODEL_PRUNING_METHODS = ("structured", "unstructured")
+MODEL_PRUNING_METHODS = ("structured", "unstructured", "2:4")
 LR_SCALINGS = ("sqrt", "linear", "none")
+COMPILE_MODES = ("none", "default", "reduce-overhead", "max-autotune")
 
 
 @dataclass
@@ -48,6 +49,7 @@ class OptimConfig:
     base_batch_size: int = 64
     lr_scaling: str = "sqrt"
     weight_decay: float = 0.0
+    fused: bool = False
 
 
 @dataclass
@@ -56,6 +58,7 @@ class LoaderConfig:
     pin_memory: bool = False
     persistent_workers: bool = False
     prefetch_factor: int = 2
+    augment_on_device: bool = False
 
 
 @dataclass
@@ -68,6 +71,21 @@ class ModelPruningConfig:
 class ParallelConfig:
     devices: int = 1
     threads: int = 1
+    compile: str = "none"
+    compile_backend: str = "inductor"
+    grad_accum: int = 1
+
+
+@dataclass
+class MemoryConfig:
+    activation_checkpointing: bool = False
+    expandable_segments: bool = False
+
+
+@dataclass
+class FrameworkConfig:
+    channels_last: bool = False
+    cudnn_benchmark: bool = False
 
 
 @dataclass
@@ -90,6 +108,8 @@ class TrialConfig:
     precision: str = "fp32"
     model_pruning: ModelPruningConfig = field(default_factory=ModelPruningConfig)
     parallel: ParallelConfig = field(default_factory=ParallelConfig)
+    memory: MemoryConfig = field(default_factory=MemoryConfig)
+    framework: FrameworkConfig = field(default_factory=FrameworkConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
 
     def to_dict(self) -> dict[str, Any]:
@@ -101,6 +121,8 @@ _SECTIONS = {
     "loader": LoaderConfig,
     "model_pruning": ModelPruningConfig,
     "parallel": ParallelConfig,
+    "memory": MemoryConfig,
+    "framework": FrameworkConfig,
     "train": TrainConfig,
 }
 
@@ -122,6 +144,9 @@ _RULES: dict[str, Rule] = {
     ),
     "parallel.devices": ("an int >= 1", lambda v: v >= 1, 1),
     "parallel.threads": ("an int >= 1", lambda v: v >= 1, 1),
+    "parallel.compile": (f"one of {', '.join(COMPILE_MODES)}", lambda v: v in COMPILE_MODES, "default"),
+    "parallel.compile_backend": ("a torch.compile backend name", lambda v: v != "", "inductor"),
+    "parallel.grad_accum": ("an int >= 1", lambda v: v >= 1, 1),
     "train.budget_samples": ("an int >= 1", lambda v: v >= 1, 8000),
     "train.warmup_steps": ("an int >= 0", lambda v: v >= 0, 5),
     "train.window_steps": ("an int >= 1", lambda v: v >= 1, 10),
@@ -152,4 +177,20 @@ def parse_config(cfg: dict[str, Any]) -> TrialConfig:
         for key in ("batch_size", "precision")
         if key in cfg
     }
-    return TrialConfig(objective=objective, **sections, **top)
+    trial = TrialConfig(objective=objective, **sections, **top)
+    _check_combinations(trial)
+    return trial
+
+
+def _check_combinations(cfg: TrialConfig) -> None:
+    """Rules that tie two fields together, worded like the single-field ones."""
+    if cfg.parallel.compile != "none" and cfg.train.warmup_steps < 1:
+        raise ConfigError(
+            f"train.warmup_steps must be >= 1 with parallel.compile={cfg.parallel.compile}, so compilation stays "
+            f"out of throughput; got {cfg.train.warmup_steps}; fix: train.warmup_steps=5"
+        )
+    if cfg.model_pruning.method == "2:4" and cfg.model_pruning.ratio not in (0.0, 0.5):
+        raise ConfigError(
+            f"model_pruning.ratio must be 0 or 0.5 with model_pruning.method=2:4 (two of every four weights); "
+            f"got {cfg.model_pruning.ratio}; fix: model_pruning.ratio=0.5"
+        )

@@ -40,53 +40,80 @@ def _gaussian_kernel(sigma_px: float) -> torch.Tensor:
     return k / k.sum()
 
 
+def random_grids(n: int, size_px: int, kernel: torch.Tensor) -> torch.Tensor:
+    """``n`` sampling grids (n, S, S, 2): a random affine plus a Simard-style elastic distortion each.
+
+    Batched, so the same code augments one sample in a loader worker or a
+    whole batch on the device (``loader.augment_on_device``).
+    """
+    device = kernel.device
+    angle = math.radians(ROTATION_DEG) * (2 * torch.rand(n, device=device) - 1)
+    scale = 1 + SCALE_RANGE * (2 * torch.rand(n, device=device) - 1)
+    shift = (2 * torch.rand(n, 2, device=device) - 1) * 2 * SHIFT_FRACTION
+    cos, sin = torch.cos(angle) / scale, torch.sin(angle) / scale
+    theta = torch.stack([torch.stack([cos, -sin, shift[:, 0]], 1), torch.stack([sin, cos, shift[:, 1]], 1)], 1)
+    grid = F.affine_grid(theta, [n, 1, size_px, size_px], align_corners=False)
+    return grid + _elastic_displacement(n, size_px, kernel)
+
+
+def _elastic_displacement(n: int, size_px: int, kernel: torch.Tensor) -> torch.Tensor:
+    """A Gaussian-smoothed random displacement field per sample, scaled to ELASTIC_ALPHA at its largest."""
+    field = 2 * torch.rand(n * 2, 1, size_px, size_px, device=kernel.device) - 1
+    pad = len(kernel) // 2
+    field = F.conv2d(F.pad(field, (pad, pad, 0, 0), mode="reflect"), kernel.view(1, 1, 1, -1))
+    field = F.conv2d(F.pad(field, (0, 0, pad, pad), mode="reflect"), kernel.view(1, 1, -1, 1))
+    field = field.view(n, 2, size_px, size_px)
+    field = field / field.abs().amax(dim=(1, 2, 3), keepdim=True).clamp_min(1e-6)
+    return ELASTIC_ALPHA * field.permute(0, 2, 3, 1)
+
+
+def render(images_8px: torch.Tensor, size_px: int, kernel: torch.Tensor | None) -> torch.Tensor:
+    """(N, 1, 8, 8) sources -> (N, 1, S, S) normalised images; augmented when a kernel is given.
+
+    One ``grid_sample`` does the upscaling and the augmentation together, so a
+    sample costs the same whether or not the geometry is random.
+    """
+    n, device = len(images_8px), images_8px.device
+    if kernel is None:
+        theta = torch.eye(2, 3, device=device).expand(n, 2, 3)
+        grid = F.affine_grid(theta, [n, 1, size_px, size_px], align_corners=False)
+    else:
+        grid = random_grids(n, size_px, kernel)
+    image = F.grid_sample(images_8px, grid, mode="bilinear", padding_mode="zeros", align_corners=False)
+    if kernel is not None:
+        image = image + NOISE_STD * torch.randn_like(image)
+    return (image - 0.5) / 0.5
+
+
+def elastic_kernel(size_px: int) -> torch.Tensor:
+    return _gaussian_kernel(ELASTIC_SIGMA_PX * size_px / 32)
+
+
 class DigitsDataset(Dataset):
     """8x8 digits rendered at ``image_size_px``, optionally with random augmentation.
 
-    Each item is rendered with one ``grid_sample`` from the 8x8 source, so the
-    upscaling and the augmentation are the same operation and cost the same
-    per sample whether or not the geometry is random.
+    With ``rendered=False`` items are the 8x8 sources themselves, for
+    ``loader.augment_on_device``: the batch is rendered and augmented on the
+    device by ``render`` instead of per sample in the loader.
     """
 
-    def __init__(self, images_8px: torch.Tensor, labels: torch.Tensor, image_size_px: int, augment: bool):
+    def __init__(
+        self, images_8px: torch.Tensor, labels: torch.Tensor, image_size_px: int, augment: bool, rendered: bool = True
+    ):
         self.images_8px = images_8px  # (N, 1, 8, 8) in [0, 1]
         self.labels = labels
         self.size_px = image_size_px
-        self.augment = augment
-        self._kernel = _gaussian_kernel(ELASTIC_SIGMA_PX * image_size_px / 32)
-        self._identity = F.affine_grid(
-            torch.eye(2, 3).unsqueeze(0), [1, 1, image_size_px, image_size_px], align_corners=False
-        )
+        self.rendered = rendered
+        self._kernel = elastic_kernel(image_size_px) if augment else None
 
     def __len__(self) -> int:
         return len(self.labels)
 
-    def _random_grid(self) -> torch.Tensor:
-        angle = math.radians(ROTATION_DEG) * (2 * torch.rand(()).item() - 1)
-        scale = 1 + SCALE_RANGE * (2 * torch.rand(()).item() - 1)
-        shift = (2 * torch.rand(2) - 1) * 2 * SHIFT_FRACTION
-        cos, sin = math.cos(angle) / scale, math.sin(angle) / scale
-        theta = torch.tensor([[cos, -sin, shift[0]], [sin, cos, shift[1]]]).unsqueeze(0)
-        grid = F.affine_grid(theta, [1, 1, self.size_px, self.size_px], align_corners=False)
-        return grid + self._elastic_displacement()
-
-    def _elastic_displacement(self) -> torch.Tensor:
-        """Simard-style elastic distortion: a Gaussian-smoothed random field."""
-        field = 2 * torch.rand(2, 1, self.size_px, self.size_px) - 1
-        k = self._kernel
-        pad = len(k) // 2
-        field = F.conv2d(F.pad(field, (pad, pad, 0, 0), mode="reflect"), k.view(1, 1, 1, -1))
-        field = F.conv2d(F.pad(field, (0, 0, pad, pad), mode="reflect"), k.view(1, 1, -1, 1))
-        field = field / field.abs().amax().clamp_min(1e-6)
-        return ELASTIC_ALPHA * field.squeeze(1).permute(1, 2, 0).unsqueeze(0)
-
     def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor]:
         source = self.images_8px[index : index + 1]
-        grid = self._random_grid() if self.augment else self._identity
-        image = F.grid_sample(source, grid, mode="bilinear", padding_mode="zeros", align_corners=False)[0]
-        if self.augment:
-            image = image + NOISE_STD * torch.randn_like(image)
-        return (image - 0.5) / 0.5, self.labels[index]
+        if not self.rendered:
+            return source[0], self.labels[index]
+        return render(source, self.size_px, self._kernel)[0], self.labels[index]
 
 
 def build_datasets(cfg: DigitsConfig) -> tuple[DigitsDataset, DigitsDataset]:
@@ -116,17 +143,17 @@ class DigitsCNN(nn.Module):
 
     def __init__(self, channels: list[int]):
         super().__init__()
-        layers: list[nn.Module] = []
+        stages: list[nn.Module] = []
         in_ch = 1
         for out_ch in channels:
-            layers += [
+            stages.append(nn.Sequential(
                 nn.Conv2d(in_ch, out_ch, kernel_size=3, padding=1, bias=False),
                 nn.GroupNorm(1, out_ch),
                 nn.ReLU(inplace=True),
                 nn.MaxPool2d(2),
-            ]
+            ))
             in_ch = out_ch
-        self.features = nn.Sequential(*layers)
+        self.features = nn.Sequential(*stages)  # one block per stage, for activation checkpointing
         self.head = nn.Linear(in_ch * HEAD_GRID_PX**2, NUM_CLASSES)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -146,4 +173,15 @@ def example_input(cfg: DigitsConfig) -> torch.Tensor:
 def digits_workload(cfg: DigitsConfig) -> Workload:
     train, val = build_datasets(cfg)
     model = build_model(cfg)
-    return Workload(train, val, model, example_input(cfg), model_pruning_ignored=[model.head])
+    kernel = elastic_kernel(cfg.image_size_px) if cfg.augment else None
+    sources = DigitsDataset(train.images_8px, train.labels, cfg.image_size_px, cfg.augment, rendered=False)
+    return Workload(
+        train,
+        val,
+        model,
+        example_input(cfg),
+        model_pruning_ignored=[model.head],
+        checkpoint_blocks=list(model.features),
+        device_augment_train_set=sources if cfg.augment else None,
+        device_augment=(lambda x: render(x, cfg.image_size_px, kernel.to(x.device))) if cfg.augment else None,
+    )

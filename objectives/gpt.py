@@ -174,4 +174,5 @@ def gpt_workload(cfg: GptConfig, eval_batch_size: int) -> Workload:
         ],
         tokens_per_sample=seq_len,
         model_flops_per_token=model_flops_per_token,
+        checkpoint_blocks=list(model.blocks),
     )

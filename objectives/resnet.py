@@ -87,4 +87,5 @@ def resnet_workload(cfg: ResnetConfig) -> Workload:
         model=model,
         example_input=torch.zeros(1, 3, cfg.image_size_px, cfg.image_size_px),
         model_pruning_ignored=[model.head],
+        checkpoint_blocks=list(model.stages),
     )

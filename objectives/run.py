@@ -1,19 +1,26 @@
 """``run_trial(cfg) -> TrialResult``: one trial, top to bottom.
 
-build the workload -> model pruning -> precision -> parallelize -> optimizer
--> loop -> evaluate. Every workload (digits, gpt, resnet, the user's
-``_target_`` objective) is a Workload record and goes through this one
-path; the user's ``objective.callable`` trains itself and is only wrapped.
-Every knob is applied by its own ``apply_*`` function from
-``objectives.knobs``, here and nowhere else, in this order:
+build the workload -> model pruning -> precision -> activation checkpointing
+-> channels_last -> compile -> parallelize -> optimizer -> loop -> evaluate.
+Every workload (digits, gpt, resnet, the user's ``_target_`` objective) is a
+Workload record and goes through this one path; the user's
+``objective.callable`` trains itself and is only wrapped. Every knob is
+applied by its own ``apply_*`` function from ``objectives.knobs``, here and
+nowhere else, in this order:
 
-- model pruning first, on the plain module, because torch-pruning traces the
-  graph and replaces layers, and parameter/FLOP counts must be taken on
-  either side of it;
-- precision next, because fp8 swaps Linear modules and DDP must wrap the
-  final modules;
-- DDP after that, so it registers its hooks on the final parameters;
-- the optimizer last, so it holds exactly those parameters.
+- the allocator setting (expandable segments) before anything touches CUDA;
+- model pruning first on the model, on the plain module, because
+  torch-pruning traces the graph and replaces layers, and parameter/FLOP
+  counts must be taken on either side of it;
+- precision next, because fp8 swaps Linear modules;
+- activation checkpointing after that, so it wraps the final blocks;
+- channels_last before compile, so compile sees the memory format it will run;
+- compile before DDP, as torchtitan does, so DDP's hooks see the compiled
+  module's parameters;
+- the optimizer last, so it holds exactly the final parameters.
+
+Batch-side knobs (workers, pinned memory, augmentation on the device,
+gradient accumulation) act on the loader and the loop.
 
 A knob that cannot apply to the workload (model pruning on a model with
 nothing to prune, a time-to-accuracy target for a workload that measures no
@@ -37,8 +44,22 @@ from objectives import measure
 from objectives.config import CustomConfig, TrialConfig, parse_config
 from objectives.custom import run_callable, warn_not_applied
 from objectives.knobs.batch_size import apply_lr_scaling, global_batch_size, steps_for_budget
-from objectives.knobs.loader import apply_loader
-from objectives.knobs.model_pruning import apply_model_pruning, finalize_model_pruning, model_pruning_skip_reason
+from objectives.knobs.compile import apply_compile, compile_wall_s
+from objectives.knobs.framework import apply_framework, channels_last_skip_reason, check_framework, input_format
+from objectives.knobs.loader import apply_loader, device_augment_skip_reason
+from objectives.knobs.memory import (
+    apply_activation_checkpointing,
+    apply_expandable_segments,
+    check_memory,
+    checkpointing_skip_reason,
+)
+from objectives.knobs.model_pruning import (
+    apply_model_pruning,
+    check_model_pruning,
+    finalize_model_pruning,
+    model_pruning_skip_reason,
+)
+from objectives.knobs.optimizer import build_optimizer
 from objectives.knobs.parallel import (
     apply_ddp,
     apply_threads,
@@ -69,7 +90,11 @@ def run_trial(cfg: dict) -> TrialResult:
     trial = parse_config(cfg)
     if isinstance(trial.objective, CustomConfig) and trial.objective.callable is not None:
         return run_callable(trial.objective.callable, cfg)
-    check_precision(trial.precision, "cuda" if torch.cuda.is_available() else "cpu")
+    device_type = "cuda" if torch.cuda.is_available() else "cpu"
+    check_precision(trial.precision, device_type)
+    check_model_pruning(trial.model_pruning, trial.precision, device_type)
+    check_memory(trial.memory, device_type)
+    check_framework(trial.framework, device_type)
     check_parallel(trial.parallel)
     if trial.parallel.devices == 1:
         return TrialResult.from_dict(trial_on_rank(0, 1, 0, trial))
@@ -85,6 +110,13 @@ def knobs_not_applied(cfg: TrialConfig, work: Workload) -> dict[str, str]:
         reasons["model_pruning"] = model_pruning
     if cfg.train.target_val_accuracy is not None and not measures_accuracy(cfg, work):
         reasons["train.target_val_accuracy"] = f"objective {cfg.objective.name} measures no accuracy"
+    for knob, reason in (
+        ("memory.activation_checkpointing", checkpointing_skip_reason(cfg.memory, work.checkpoint_blocks)),
+        ("framework.channels_last", channels_last_skip_reason(cfg.framework, work.example_input)),
+        ("loader.augment_on_device", device_augment_skip_reason(cfg.loader, work.device_augment)),
+    ):
+        if reason:
+            reasons[knob] = reason
     return reasons
 
 
@@ -96,6 +128,7 @@ def trial_on_rank(rank: int, world_size: int, port: int, cfg: TrialConfig) -> di
     """The whole trial as one rank runs it; returns TrialResult.to_dict() (rank 0's is the answer)."""
     apply_threads(cfg.parallel)
     device = device_for_rank(rank)
+    apply_expandable_segments(cfg.memory, device.type)
     if world_size > 1:
         init_process_group(rank, world_size, port)
     torch.manual_seed(cfg.train.seed)  # identical initial weights on every rank
@@ -118,11 +151,15 @@ def trial_on_rank(rank: int, world_size: int, port: int, cfg: TrialConfig) -> di
         metrics["model_flops_per_token"] = work.model_flops_per_token(model)
 
     model, precision = apply_precision(cfg.precision, model.to(device), device.type)
+    model = apply_activation_checkpointing(cfg.memory, model, work.checkpoint_blocks)
+    channels_last = "framework.channels_last" not in not_applied
+    model = apply_framework(cfg.framework, model, device.type, channels_last)
+    model = apply_compile(cfg.parallel, model)
     model = apply_ddp(cfg.parallel, model, device)
 
-    global_batch = global_batch_size(cfg.batch_size, world_size)
+    global_batch = global_batch_size(cfg.batch_size, world_size, cfg.parallel.grad_accum)
     lr = apply_lr_scaling(cfg.optim, global_batch)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=cfg.optim.weight_decay)
+    optimizer = build_optimizer(cfg.optim, model.parameters(), lr)
 
     val_loader = None
     if rank == 0 and measures_accuracy(cfg, work):
@@ -137,14 +174,22 @@ def trial_on_rank(rank: int, world_size: int, port: int, cfg: TrialConfig) -> di
         target = plan_target_accuracy(cfg.train, global_batch, evaluate_now)
 
     torch.manual_seed(cfg.train.seed + 7919 * (rank + 1))  # different augmentation per rank
-    sampler = ShardedEpochSampler(len(work.train_set), cfg.batch_size, rank, world_size, cfg.train.seed)
-    loader = apply_loader(cfg.loader, work.train_set, cfg.batch_size, sampler)
+    train_set, prepare_input = work.train_set, input_format(cfg.framework, channels_last)
+    if cfg.loader.augment_on_device and "loader.augment_on_device" not in not_applied:
+        train_set, to_format, augment = work.device_augment_train_set, prepare_input, work.device_augment
+        prepare_input = lambda x: to_format(augment(x))  # noqa: E731
+    sampler = ShardedEpochSampler(len(train_set), cfg.batch_size, rank, world_size, cfg.train.seed)
+    loader = apply_loader(cfg.loader, train_set, cfg.batch_size, sampler)
     steps = steps_for_budget(cfg.train.budget_samples, global_batch)
-    plan = plan_windows(steps, cfg.train.warmup_steps, cfg.train.window_steps)
-    log = train(model, optimizer, loader, sampler, steps, plan, precision, device, work.loss_fn, target)
+    min_warmup = 1 if cfg.parallel.compile != "none" else 0  # the first step compiles
+    plan = plan_windows(steps, cfg.train.warmup_steps, cfg.train.window_steps, min_warmup_steps=min_warmup)
+    log = train(model, optimizer, loader, sampler, steps, plan, precision, device, work.loss_fn, target,
+                cfg.parallel.grad_accum, prepare_input)
     finalize_model_pruning(unwrap(model))
 
     metrics.update(throughput_summary(log.step_times_s, plan, global_batch))
+    if cfg.parallel.compile != "none" and "step_time_p50_ms" in metrics:
+        metrics["compile_wall_s"] = compile_wall_s(log.step_times_s, metrics["step_time_p50_ms"] / 1000)
     metrics.update(input_summary(log.step_times_s, log.data_wait_s, plan))
     if log.timed_end_unix_s:
         metrics.update(timed_start_unix_s=log.timed_start_unix_s, timed_end_unix_s=log.timed_end_unix_s,
@@ -164,6 +209,8 @@ def trial_on_rank(rank: int, world_size: int, port: int, cfg: TrialConfig) -> di
         steps=log.steps_done,
     )
     info = {
+        "model_class": type(unwrap(model)).__name__,  # OptimizedModule when compiled
+        "optimizer_fused": str(bool(optimizer.defaults.get("fused"))).lower(),
         "precision_used": cfg.precision,
         "autocast_dtype": log.logits_dtype,
         "world_size": str(world_size),

@@ -19,9 +19,11 @@ class WindowPlan:
     windows: int
 
 
-def plan_windows(total_steps: int, warmup_steps: int, window_steps: int, min_windows: int = 3) -> WindowPlan:
-    """Shrink warm-up, then window size, until at least ``min_windows`` windows fit."""
-    warmup = min(warmup_steps, max(0, total_steps - min_windows))
+def plan_windows(
+    total_steps: int, warmup_steps: int, window_steps: int, min_windows: int = 3, min_warmup_steps: int = 0
+) -> WindowPlan:
+    """Shrink warm-up (never below ``min_warmup_steps``), then window size, until ``min_windows`` windows fit."""
+    warmup = min(warmup_steps, max(min_warmup_steps, total_steps - min_windows))
     window = max(1, min(window_steps, (total_steps - warmup) // min_windows))
     return WindowPlan(warmup, window, max(0, (total_steps - warmup) // window))
 

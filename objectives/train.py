@@ -10,12 +10,15 @@ evaluate (time_to_accuracy.py); those pauses are kept out of the step times.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from dataclasses import dataclass, field
+from typing import Callable
 
 import torch
 from torch import nn
+from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader
 
 from objectives import measure
@@ -58,7 +61,16 @@ def train(
     device: torch.device,
     loss_fn: LossFn,
     target: TargetAccuracy | None = None,
+    grad_accum: int = 1,
+    prepare_input: Callable[[torch.Tensor], torch.Tensor] = lambda x: x,
 ) -> TrainLog:
+    """``steps`` optimizer steps of ``grad_accum`` micro-batches each.
+
+    Gradients of the micro-batches add up (each loss divided by
+    ``grad_accum``), so one step equals a step on their concatenation; under
+    DDP only the last micro-batch all-reduces. ``prepare_input`` runs on each
+    input batch on the device (augmentation moved there, channels_last).
+    """
     log = TrainLog()
     baseline_children = measure.child_pids()
     model.train()
@@ -68,31 +80,35 @@ def train(
     log.timed_start_unix_s = time.time()  # moved to the end of warm-up when there is one
     wait_s = 0.0
     while log.steps_done < steps:
-        asked = time.perf_counter()
-        try:
-            x, y = next(batches)
-        except StopIteration:
-            epoch += 1
-            sampler.set_epoch(epoch)
-            batches = iter(loader)
+        optimizer.zero_grad(set_to_none=True)
+        loss_sum = torch.zeros((), device=device)
+        for micro in range(grad_accum):
+            asked = time.perf_counter()
+            while (batch := next(batches, None)) is None:  # epoch end: reshuffle and restart
+                epoch += 1
+                sampler.set_epoch(epoch)
+                batches = iter(loader)
             wait_s += time.perf_counter() - asked
-            continue
-        wait_s += time.perf_counter() - asked
-        x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
-        with precision.autocast():
-            logits = model(x)
-            loss = loss_fn(logits, y)
+            x, y = batch
+            x, y = prepare_input(x.to(device, non_blocking=True)), y.to(device, non_blocking=True)
+            sync = micro == grad_accum - 1 or not isinstance(model, DistributedDataParallel)
+            with contextlib.nullcontext() if sync else model.no_sync():
+                with precision.autocast():
+                    logits = model(x)
+                    loss = loss_fn(logits, y) / grad_accum
+                if precision.grad_scaler is not None:
+                    precision.grad_scaler.scale(loss).backward()
+                else:
+                    loss.backward()
+            loss_sum += loss.detach().float()
         if not log.logits_dtype:
             log.logits_dtype = str(logits.dtype)
-        optimizer.zero_grad(set_to_none=True)
         if precision.grad_scaler is not None:
-            precision.grad_scaler.scale(loss).backward()
             precision.grad_scaler.step(optimizer)
             precision.grad_scaler.update()
         else:
-            loss.backward()
             optimizer.step()
-        loss_value = float(global_mean(loss.detach().float()))
+        loss_value = float(global_mean(loss_sum))
         now = time.perf_counter()
         log.step_times_s.append(now - last)
         log.data_wait_s.append(wait_s)

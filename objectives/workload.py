@@ -3,8 +3,10 @@
 digits, gpt, resnet and the user's own ``_target_`` objective each build
 one of these records; run.py then applies every knob the same way. A
 workload is data, not a subclass: datasets, the model, one example input,
-the loss, which layers model pruning must leave alone, and the extra
-metrics only it can state (tokens per sample, model FLOPs per token).
+the loss, which layers model pruning must leave alone, which blocks
+activation checkpointing wraps, how to augment a batch on the device, and
+the extra metrics only it can state (tokens per sample, model FLOPs per
+token).
 """
 
 from __future__ import annotations
@@ -35,3 +37,8 @@ class Workload:
     model_pruning_ignored: list[nn.Module] = field(default_factory=list)  # structured model pruning keeps these
     tokens_per_sample: int = 0  # > 0 for language models: throughput is also reported in tokens/s
     model_flops_per_token: Callable[[nn.Module], float] | None = None  # analytic training FLOPs, after model pruning
+    checkpoint_blocks: list[nn.Module] = field(default_factory=list)  # what activation checkpointing wraps
+    # loader.augment_on_device: the train set without per-sample augmentation, and the batched augmentation
+    # that runs on the device instead; None when the workload has no augmentation to move.
+    device_augment_train_set: Dataset | None = None
+    device_augment: Callable[[torch.Tensor], torch.Tensor] | None = None

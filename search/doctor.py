@@ -26,6 +26,7 @@ from search.redact import redact
 DEFAULT_STORAGE = "optuna.journal"  # the same default as search/study.py
 CHECK_TIMEOUT_S = 20.0
 PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "fp8")
+SEMI_STRUCTURED = "model_pruning.method='2:4'"  # as search.space.to_override writes it (the colon needs quotes)
 
 
 @dataclass
@@ -75,7 +76,24 @@ def runnable_knob_values() -> dict[str, list]:
 
 def removed_values() -> dict[str, str]:
     """'knob=value' -> why this machine cannot run it, for values the space may name."""
-    return {f"precision={p}": why for p, why in _removed_precisions(gpus()).items()}
+    g = gpus()
+    removed = {f"precision={p}": why for p, why in _removed_precisions(g).items()}
+    return {**removed, **_removed_gpu_switches(g)}
+
+
+def _removed_gpu_switches(g: Gpus) -> dict[str, str]:
+    """Knob values that exist only with CUDA (or a newer GPU) besides the precisions."""
+    out = {}
+    if g.count == 0:
+        for line, what in (("framework.cudnn_benchmark=true", "cuDNN"),
+                           ("memory.expandable_segments=true", "the CUDA caching allocator")):
+            out[line] = f"needs a CUDA GPU ({what}); no usable GPU ({g.why_none})"
+        out[SEMI_STRUCTURED] = f"needs a GPU with compute capability >= 8.0; no usable GPU ({g.why_none})"
+    elif (g.capability or (0, 0)) < (8, 0):
+        out[SEMI_STRUCTURED] = "needs compute capability >= 8.0 (sparse tensor cores)"
+    elif not _importable("torchao.sparsity.training"):
+        out[SEMI_STRUCTURED] = "needs torchao; fix: pip install torchao"
+    return out
 
 
 def _removed_precisions(g: Gpus) -> dict[str, str]:
@@ -168,9 +186,9 @@ def main(argv: list[str]) -> int:
     knobs.add_column("runnable")
     knobs.add_column("removed from the space")
     runnable, removed = runnable_knob_values(), removed_values()
-    for knob, values in runnable.items():
+    for knob in dict.fromkeys([*runnable, *(k.split("=", 1)[0] for k in removed)]):
         gone = "; ".join(f"{k.split('=', 1)[1]}: {why}" for k, why in removed.items() if k.startswith(knob + "="))
-        knobs.add_row(knob, ", ".join(map(str, values)), gone or "-")
+        knobs.add_row(knob, ", ".join(map(str, runnable.get(knob, ["every other value"]))), gone or "-")
     console.print(knobs)
 
     results = checks(args.storage)

@@ -28,7 +28,7 @@ def fit_to_machine(space: Space, removed: Mapping[str, str], runnable: Mapping[s
         key, value = override.get_key_element(), override.value()
         why = unrunnable(removed, runnable, key, value)
         if why:
-            raise BadInput(f"{key}={value} cannot run on this machine: {why}; fix: choose another value "
+            raise BadInput(f"{to_override(key, value)} cannot run on this machine: {why}; fix: choose another value "
                            f"(python -m search doctor lists what runs here) or run on hardware that has it")
     notes, distributions = [], dict(space.distributions)
     for key, dist in space.distributions.items():
@@ -43,5 +43,5 @@ def fit_to_machine(space: Space, removed: Mapping[str, str], runnable: Mapping[s
             raise BadInput(f"{key} has no value this machine can run; got {list(dist.choices)} "
                            f"({'; '.join(f'{v}: {w}' for v, w in dropped.items())}); fix: add a value that runs here")
         distributions[key] = CategoricalDistribution(kept)
-        notes += [f"{key}={v} ({why})" for v, why in dropped.items()]
+        notes += [f"{to_override(key, v)} ({why})" for v, why in dropped.items()]
     return Space(distributions, space.fixed_overrides), notes

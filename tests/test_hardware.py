@@ -35,12 +35,21 @@ def test_forcing_an_unrunnable_value_or_leaving_nothing_is_bad_input() -> None:
 
 @pytest.mark.slow
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU-only behaviour")
-def test_on_a_cpu_machine_gpu_precisions_are_removed_and_forcing_one_exits_2(workdir: Path) -> None:
+def test_on_a_cpu_machine_gpu_values_are_removed_and_forcing_one_exits_2(workdir: Path) -> None:
     removed = run_search("multirun", "hydra.sweeper.params=null", "precision=choice(fp32,fp16,tf32,fp8)",
+                         "model_pruning.method=choice(structured,'2:4')", "model_pruning.ratio=0.5",
+                         "framework.cudnn_benchmark=choice(false,true)",
+                         "memory.expandable_segments=choice(false,true)",
                          "hydra.sweeper.n_trials=1", "train.budget_samples=200", cwd=workdir)
     assert removed.returncode == 0, removed.stderr[-2000:]
     line = next(l for l in removed.stdout.splitlines() if l.startswith("removed from the search space"))
-    assert "precision=fp16" in line and "precision=tf32" in line and "precision=fp8" in line
+    for value in ("precision=fp16", "precision=tf32", "precision=fp8", "model_pruning.method='2:4'",
+                  "framework.cudnn_benchmark=true", "memory.expandable_segments=true"):
+        assert value in line, (value, line)
     forced = run_search("multirun", "precision=fp16", cwd=workdir / "multirun")
     assert forced.returncode == 2
     assert "precision=fp16 cannot run on this machine" in forced.stderr
+    forced = run_search("multirun", "hydra.sweeper.params=null", "model_pruning.method='2:4'",
+                        "model_pruning.ratio=0.5", "batch_size=choice(32,64)", cwd=workdir / "multirun")
+    assert forced.returncode == 2
+    assert "model_pruning.method='2:4' cannot run on this machine: needs a GPU" in forced.stderr

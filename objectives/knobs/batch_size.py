@@ -12,9 +12,9 @@ import math
 from objectives.config import OptimConfig
 
 
-def global_batch_size(batch_size: int, world_size: int) -> int:
-    """Samples per optimizer step over all DDP ranks; ``batch_size`` is per rank."""
-    return batch_size * world_size
+def global_batch_size(batch_size: int, world_size: int, grad_accum: int = 1) -> int:
+    """Samples per optimizer step over all DDP ranks and accumulated micro-batches; ``batch_size`` is per rank."""
+    return batch_size * world_size * grad_accum
 
 
 def steps_for_budget(budget_samples: int, global_batch: int) -> int:

@@ -1,0 +1,29 @@
+"""torch.compile: the step's graphs compiled ahead of the timed windows.
+
+Compilation happens on the first forward and backward, which fall inside the
+warm-up steps (a config rule keeps ``train.warmup_steps >= 1`` when compiling),
+so throughput never contains it; the loop reports the extra time of the first
+step as ``compile_wall_s``. ``compile_backend`` is Inductor unless a test or a
+debugging session picks a cheaper backend (``aot_eager`` traces the same
+graphs without generating kernels).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from objectives.config import ParallelConfig
+
+
+def apply_compile(parallel: ParallelConfig, model: nn.Module) -> nn.Module:
+    """The compiled module (an OptimizedModule) or the model itself for ``compile: none``."""
+    if parallel.compile == "none":
+        return model
+    mode = None if parallel.compile == "default" else parallel.compile
+    return torch.compile(model, mode=mode, backend=parallel.compile_backend)
+
+
+def compile_wall_s(step_times_s: list[float], timed_median_s: float) -> float:
+    """What the first step took beyond a steady step: the compilation."""
+    return max(0.0, step_times_s[0] - timed_median_s) if step_times_s else 0.0

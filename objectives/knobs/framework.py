@@ -1,0 +1,46 @@
+"""Framework switches for convolutional models: channels_last memory format and cudnn.benchmark.
+
+channels_last stores 4-D activations NHWC, which is what tensor-core and
+oneDNN convolutions want; it applies to models whose input is a 4-D image
+batch and is a knob that did not apply otherwise. cudnn.benchmark lets cuDNN
+time its convolution algorithms on the first batch of each shape and keep the
+fastest; it exists only with CUDA.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+from torch import nn
+
+from objectives.config import ConfigError, FrameworkConfig
+
+
+def check_framework(framework: FrameworkConfig, device_type: str) -> None:
+    if framework.cudnn_benchmark and device_type != "cuda":
+        raise ConfigError(
+            f"framework.cudnn_benchmark needs a CUDA GPU (cuDNN); got true on device {device_type!r}; "
+            "fix: framework.cudnn_benchmark=false"
+        )
+
+
+def channels_last_skip_reason(framework: FrameworkConfig, example_input: torch.Tensor) -> str:
+    if framework.channels_last and example_input.dim() != 4:
+        return f"channels_last: the input is {example_input.dim()}-D, not a 4-D image batch"
+    return ""
+
+
+def apply_framework(framework: FrameworkConfig, model: nn.Module, device_type: str, applies: bool) -> nn.Module:
+    if device_type == "cuda":
+        torch.backends.cudnn.benchmark = framework.cudnn_benchmark
+    if framework.channels_last and applies:
+        model = model.to(memory_format=torch.channels_last)
+    return model
+
+
+def input_format(framework: FrameworkConfig, applies: bool) -> Callable[[torch.Tensor], torch.Tensor]:
+    """What the loop does to each input batch after the copy to the device."""
+    if framework.channels_last and applies:
+        return lambda x: x.contiguous(memory_format=torch.channels_last)
+    return lambda x: x
