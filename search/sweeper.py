@@ -22,11 +22,13 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from optuna.trial import TrialState
 
 from search import fingerprint, gpu_telemetry, tracking
+from search.batch_probe import ProbeFailed, bound_batch_size, probe_overrides
 from search.constraints import Constraint, parse_constraints
 from search.doctor import removed_values, runnable_knob_values
 from search.errors import EXIT_GAVE_UP, BadInput, Interrupted, exit_bad_input
 from search.failure_policy import FailurePolicy
 from search.hardware import fit_to_machine
+from search.isolate import run_isolated
 from search.no_repeat import ask_unseen
 from search.outcome import score, tell
 from search.progress import SweepProgress
@@ -65,7 +67,7 @@ class SweeperImpl:
                  storage: str | None = None, study_name: str | None = None, n_trials: int = 20, n_jobs: int = 1,
                  seed: int | None = None, params: Any = None, experiment_name: str | None = None,
                  constraints: Any = None, max_retries: int = 1, stale_after_s: float = 120.0,
-                 max_failure_rate: float = 0.5, failure_min_trials: int = 4) -> None:
+                 max_failure_rate: float = 0.5, failure_min_trials: int = 4, batch_size_probe: bool = False) -> None:
         to_py = lambda x: OmegaConf.to_container(x, resolve=True) if OmegaConf.is_config(x) else x  # noqa: E731
         self.sampler_cfg = to_py(sampler)
         self.direction = to_py(direction)
@@ -81,6 +83,7 @@ class SweeperImpl:
         self.max_retries = max_retries
         self.stale_after_s = stale_after_s
         self.failure_policy = FailurePolicy(max_failure_rate, failure_min_trials)
+        self.batch_size_probe = batch_size_probe
         self.job_idx = 0
         self.rng = random.Random(seed)
 
@@ -161,9 +164,28 @@ class SweeperImpl:
         constraints = parse_constraints(self.constraints)
         _check_writable(Path(str(self.config.hydra.sweep.dir)))
         storage = open_storage(self.storage)
+        if self.batch_size_probe and getattr(self.task_function, "__module__", "") == "search.app":
+            space = self._probe_batch_size(space)  # last: the cheap checks above fail first
         sampler = make_sampler(self.sampler_cfg, self.seed, space.distributions)
         name = self.study_name or self._default_study_name()
         return Plan(space, directions, objectives, constraints, name, storage, sampler)
+
+    def _probe_batch_size(self, space: Space) -> Space:
+        """Bound batch_size by what fits, measured in isolated probe trials before anything is created."""
+        base = self._compose(space.fixed_overrides)
+        micro_batches = int(base["parallel"]["devices"]) * int(base["parallel"]["grad_accum"])
+
+        def run(batch_size: int) -> dict[str, Any]:
+            cfg = self._compose(space.fixed_overrides + probe_overrides(batch_size, micro_batches))
+            return run_isolated(cfg, timeout_s=float(cfg["trial"]["timeout_s"]))
+
+        try:
+            space, line = bound_batch_size(space, run)
+        except ProbeFailed as err:
+            raise BadInput(f"the batch-size probe needs its trials to end ok or out of memory; {err}; "
+                           f"fix: run one trial at that configuration (python -m search run ...) to see why") from None
+        print(line, flush=True)
+        return space
 
     # -- the sweep -----------------------------------------------------------------------------
 

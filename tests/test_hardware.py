@@ -53,3 +53,24 @@ def test_on_a_cpu_machine_gpu_values_are_removed_and_forcing_one_exits_2(workdir
                         "model_pruning.ratio=0.5", "batch_size=choice(32,64)", cwd=workdir / "multirun")
     assert forced.returncode == 2
     assert "model_pruning.method='2:4' cannot run on this machine: needs a GPU" in forced.stderr
+
+
+@pytest.mark.slow
+def test_the_batch_size_probe_drops_batch_sizes_that_run_out_of_memory(workdir: Path) -> None:
+    import optuna
+    import psutil
+
+    # a trial child needs less address space than this pytest process; 16384 images x 64 channels x 32 x 32 x 4 B
+    # is 4 GiB for the first activation alone, far past the 1 GiB to spare
+    cap = psutil.Process().memory_info().vms + 2**30
+    run = run_search("multirun", "hydra.sweeper.params=null", "batch_size=choice(32,64,16384)",
+                     "objective.channels=[64,128]", "hydra.sweeper.batch_size_probe=true",
+                     f"trial.max_memory_bytes={cap}", "hydra.sweeper.n_trials=1", "train.budget_samples=300",
+                     cwd=workdir)
+    assert run.returncode == 0, run.stderr[-2000:]
+    line = next(l for l in run.stdout.splitlines() if l.startswith("batch-size probe:"))
+    assert line == ("batch-size probe: largest batch_size that fits is 64 (64: ok, 16384: oom); "
+                    "larger values leave the space")
+    study = optuna.load_study(study_name="digits", storage=optuna.storages.JournalStorage(
+        optuna.storages.journal.JournalFileBackend(str(workdir / "optuna.journal"))))
+    assert study.trials[0].distributions["batch_size"] == CategoricalDistribution([32, 64])

@@ -47,6 +47,8 @@ class SearchSweeperConf:
     stale_after_s: float = 120.0  # a RUNNING trial of a worker on another host with no heartbeat for this long is stale
     max_failure_rate: float = 0.5  # give up (exit 3) when more crashed/timed out, once failure_min_trials ran
     failure_min_trials: int = 4
+    # Before the first trial, find the largest batch_size that fits (isolated probe trials) and bound the space.
+    batch_size_probe: bool = False
 
 
 ConfigStore.instance().store(group="hydra/sweeper", name="search", node=SearchSweeperConf, provider="search")
