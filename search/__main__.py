@@ -1,6 +1,8 @@
 """`python -m search multirun [overrides]`: a sweep (Hydra --multirun).
 `python -m search run [overrides]`: one trial at a fixed configuration.
 `python -m search doctor`: what this machine can run and whether storage and MLflow answer.
+`python -m search nightly [overrides]`: the nightly sweep (conf/nightly.yaml).
+`python -m search report` / `export`: a study's plots; its chosen configuration as overrides.
 
 Overrides are Hydra's (`batch_size=choice(32,64)`, `train.budget_samples=3000`,
 `hydra.sweeper.n_trials=4`). A malformed one is reported in one line with
@@ -10,12 +12,17 @@ from __future__ import annotations
 
 import sys
 
-USAGE = """usage: python -m search {multirun,run} [hydra overrides ...]
+USAGE = """usage: python -m search {multirun,run,nightly} [hydra overrides ...]
        python -m search doctor [--storage URL_OR_PATH]
+       python -m search {report,export} [--storage URL_OR_PATH] [--study-name NAME] [--help]
 
   multirun   sweep the search space (conf/search/) with Optuna, log to MLflow
   run        run one trial at the configuration given by the overrides
   doctor     hardware, versions, runnable knob values, storage and MLflow reachability
+  nightly    the nightly sweep: warm start, incumbent re-measured, regression test, report
+             (exit 0 fine, 4 regression, 5 could not run)
+  report     a study's Pareto front, plots (PNG, HTML) on disk and in MLflow
+  export     the configuration a rule picks, as a YAML file of Hydra overrides
 
 Examples:
   python -m search multirun hydra.sweeper.n_trials=4 train.budget_samples=3000
@@ -23,7 +30,8 @@ Examples:
   python -m search run batch_size=128 loader.num_workers=2
 Hydra's own flags work too: python -m search multirun --cfg job"""
 
-COMMANDS = {"multirun": ["--multirun"], "run": [], "doctor": []}
+COMMANDS = {"multirun": ["--multirun"], "run": [], "nightly": ["--multirun", "--config-name", "nightly"],
+            "doctor": [], "report": [], "export": []}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -41,6 +49,14 @@ def main(argv: list[str] | None = None) -> None:
         from search.doctor import main as doctor
 
         raise SystemExit(doctor(rest))
+    if command in ("report", "export"):
+        from importlib import import_module
+
+        raise SystemExit(import_module(f"search.{'study_report' if command == 'report' else 'export'}").main(rest))
+    if command == "nightly":
+        from search.errors import nightly_status
+
+        raise SystemExit(nightly_status(lambda: run_hydra(command, rest)))
     run_hydra(command, rest)
 
 

@@ -5,6 +5,8 @@
 | 0 | the sweep ran its trials |
 | 2 | bad input: nothing was created |
 | 3 | the sweep gave up: too many trials failed (hydra.sweeper.max_failure_rate) |
+| 4 | `nightly`: a regression (search/regression.py says which test) |
+| 5 | `nightly`: it could not run (bad input, gave up, no trial ran ok, a crash, interrupted) |
 | 130 | interrupted by Ctrl-C (SIGINT); the running trial was closed as failed |
 | 143 | terminated by SIGTERM; the running trial was closed as failed |
 """
@@ -12,9 +14,12 @@ from __future__ import annotations
 
 import signal
 import sys
+from typing import Callable
 
 EXIT_BAD_INPUT = 2
 EXIT_GAVE_UP = 3
+EXIT_REGRESSION = 4
+EXIT_NIGHTLY_FAILED = 5
 
 
 class BadInput(ValueError):
@@ -41,3 +46,21 @@ def raise_on_sigterm() -> None:
         raise Interrupted(signum)
 
     signal.signal(signal.SIGTERM, handler)
+
+
+def nightly_status(run: Callable[[], None]) -> int:
+    """A nightly has three answers for cron and systemd: 0, EXIT_REGRESSION, or
+    EXIT_NIGHTLY_FAILED for every way of not getting an answer."""
+    try:
+        run()
+        return 0
+    except SystemExit as done:
+        code = done.code if isinstance(done.code, int) else (0 if done.code is None else 1)
+    except BaseException as err:  # a crash or Ctrl-C must still read as "failed to run", not as a traceback's 1
+        print(f"search: nightly failed: {type(err).__name__}: {err}", file=sys.stderr, flush=True)
+        code = 1
+    if code in (0, EXIT_REGRESSION):
+        return code
+    print(f"search: nightly could not run (status {code}); exit status {EXIT_NIGHTLY_FAILED}", file=sys.stderr,
+          flush=True)
+    return EXIT_NIGHTLY_FAILED

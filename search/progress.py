@@ -40,6 +40,9 @@ class SweepProgress:
     def __exit__(self, *exc: object) -> None:
         self._progress.__exit__(*exc)
 
+    def grow(self, total: int) -> None:
+        self._progress.update(self._task, total=total)
+
     def started(self, numbers: Sequence[int], params: Mapping[str, Any]) -> None:
         label = ",".join(map(str, numbers))
         self._progress.update(self._task, description=f"trial {label}: {_short(params)}")

@@ -11,6 +11,7 @@ import os
 import random
 import sys
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -21,7 +22,7 @@ from hydra.core.utils import JobReturn, JobStatus
 from omegaconf import DictConfig, OmegaConf, open_dict
 from optuna.trial import TrialState
 
-from search import fingerprint, gpu_telemetry, tracking
+from search import fingerprint, gpu_telemetry, nightly, tracking
 from search.batch_probe import ProbeFailed, bound_batch_size, probe_overrides
 from search.constraints import Constraint, parse_constraints
 from search.doctor import removed_values, runnable_knob_values
@@ -35,6 +36,7 @@ from search.progress import SweepProgress
 from search.recovery import Heartbeat, close_stale, stale_trials
 from search.report import print_front
 from search.space import Space, build_space, to_override
+from search.study_report import OBJECTIVES, write_report
 from search.study import (SweepGridSampler, check_space_matches, load_or_create, make_sampler, normalize_directions,
                           open_storage, storage_location)
 
@@ -67,7 +69,8 @@ class SweeperImpl:
                  storage: str | None = None, study_name: str | None = None, n_trials: int = 20, n_jobs: int = 1,
                  seed: int | None = None, params: Any = None, experiment_name: str | None = None,
                  constraints: Any = None, max_retries: int = 1, stale_after_s: float = 120.0,
-                 max_failure_rate: float = 0.5, failure_min_trials: int = 4, batch_size_probe: bool = False) -> None:
+                 max_failure_rate: float = 0.5, failure_min_trials: int = 4, batch_size_probe: bool = False,
+                 nightly: Any = None) -> None:
         to_py = lambda x: OmegaConf.to_container(x, resolve=True) if OmegaConf.is_config(x) else x  # noqa: E731
         self.sampler_cfg = to_py(sampler)
         self.direction = to_py(direction)
@@ -84,6 +87,7 @@ class SweeperImpl:
         self.stale_after_s = stale_after_s
         self.failure_policy = FailurePolicy(max_failure_rate, failure_min_trials)
         self.batch_size_probe = batch_size_probe
+        self.nightly = to_py(nightly) or {}
         self.job_idx = 0
         self.rng = random.Random(seed)
 
@@ -205,6 +209,9 @@ class SweeperImpl:
               f"{storage_location(self.storage)}", flush=True)
         self._recover(study)
         self._fingerprint(study)
+        study.set_user_attr(OBJECTIVES, objectives)
+        night = nightly.start(self.nightly, study, plan.storage, plan.space.distributions) \
+            if self.nightly.get("enabled") else None
         if (line := gpu_telemetry.notice()) is not None:
             print(line, flush=True)
         sweep = tracking.start_sweep(
@@ -213,16 +220,28 @@ class SweeperImpl:
                     "objectives": ",".join(objectives), "sampler": type(plan.sampler).__name__,
                     "constraints": "; ".join(map(str, plan.constraints)) or "none",
                     **{f"space.{k}": repr(d) for k, d in plan.space.distributions.items()}},
-            tags={"search.storage": storage_location(self.storage), **fingerprint.as_tags(self.machine)},
+            tags={"search.storage": storage_location(self.storage), **fingerprint.as_tags(self.machine),
+                  **(nightly.run_tags(night) if night else {})},
         )
         status, outcomes = "FAILED", []
+        target = self.n_trials + (night.enqueued if night else 0)
+        max_wall_s = self.nightly.get("max_wall_s") if night else None
+        deadline = time.monotonic() + max_wall_s if max_wall_s else None
         try:
-            with SweepProgress(self.n_trials, objectives) as progress, Heartbeat(study) as heartbeat:
-                while len(outcomes) < self.n_trials:
+            with SweepProgress(target, objectives) as progress, Heartbeat(study) as heartbeat:
+                topped_up = False
+                while True:
+                    if len(outcomes) >= target or (deadline is not None and time.monotonic() > deadline):
+                        extra = 0 if topped_up or night is None else nightly.top_up(night)
+                        topped_up, deadline = True, None  # tonight's best is topped up once, then the sweep ends
+                        if not extra:
+                            break
+                        target = len(outcomes) + extra
+                        progress.grow(target)
                     if isinstance(plan.sampler, SweepGridSampler) and plan.sampler.is_exhausted(study):
                         progress.console.print(f"every grid point has run: stopping after {len(outcomes)} new trials")
                         break
-                    batch = min(self.n_jobs, self.n_trials - len(outcomes))
+                    batch = min(self.n_jobs, target - len(outcomes))
                     outcomes += self._run_batch(study, plan, sweep, progress, heartbeat, batch)
                     if self.failure_policy.gives_up(outcomes):
                         break
@@ -235,10 +254,15 @@ class SweeperImpl:
             tracking.end_sweep(sweep, status, {"trials_complete_in_study": len(completed)},
                                Path(str(self.config.hydra.sweep.dir)) / "mlflow-unlogged.json")
         print_front(study, objectives)
+        report_dir = Path(str(self.config.hydra.sweep.dir)) / "report"
+        plot_files = write_report(study, report_dir, sweep.parent_run_id)
+        night_status = nightly.finish(night, objectives, report_dir, sweep.parent_run_id, plot_files) if night else 0
         print(f"MLflow: {tracking.how_to_look()}   (experiment {self.experiment_name or plan.study_name!r})", flush=True)
         if self.failure_policy.gives_up(outcomes):
             print(f"search: gave up: {self.failure_policy.describe(outcomes)}", file=sys.stderr, flush=True)
             raise SystemExit(EXIT_GAVE_UP)
+        if night_status:
+            raise SystemExit(night_status)
         return study
 
     def _fingerprint(self, study: optuna.Study) -> None:
@@ -270,6 +294,7 @@ class SweeperImpl:
             for trial, lines in zip(trials, overrides):
                 heartbeat.track(trial)
                 trial.set_user_attr("mlflow_parent_run_id", sweep.parent_run_id)
+                trial.set_user_attr("overrides", lines)
                 run_id = tracking.start_trial(sweep, trial.number, flatten(self._compose(lines)))
                 if run_id is not None:
                     trial.set_user_attr("mlflow_run_id", run_id)
@@ -293,7 +318,8 @@ class SweeperImpl:
         scored = score(result, plan.objectives, len(plan.directions), plan.constraints)
         tell(study, trial, scored, plan.directions)
         tracking.end_trial(sweep, trial.number, scored.outcome, scored.metrics,
-                           {"search.reason": scored.reason, **{f"search.info.{k}": v for k, v in scored.info.items()}},
+                           {"search.reason": scored.reason, **{f"search.info.{k}": v for k, v in scored.info.items()},
+                            **{k: str(v) for k, v in trial.user_attrs.items() if k.startswith("search.")}},
                            result.get("series") if isinstance(result, dict) else None)
         shown = scored.metrics or dict(zip(progress.objectives, scored.values or []))
         feasible = all(v <= 0 for v in scored.constraints.values())

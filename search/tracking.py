@@ -233,3 +233,20 @@ def close_stale_runs(*run_ids: str | None) -> None:
             if run.data.tags.get("search.role") == "trial":
                 client.set_tag(run_id, "search.outcome", "crashed")
             client.set_terminated(run_id, status="KILLED")
+
+
+def log_report(run_id: str | None, files: list[Path], tags: Mapping[str, str] | None = None,
+               artifact_path: str = "report") -> str | None:
+    """Attach report files (and tags) to a sweep's parent run. Returns None, or
+    why it could not (MLflow down): the files stay on disk either way."""
+    if run_id is None:
+        return "no MLflow parent run is known for this study"
+    client = MlflowClient()
+    try:
+        for path in files:
+            client.log_artifact(run_id, str(path), artifact_path)
+        for key, value in (tags or {}).items():
+            client.set_tag(run_id, key, redact(str(value))[:_MAX_PARAM_CHARS])
+    except Exception as err:  # unreachable server, unwritable artifact store
+        return f"{type(err).__name__}: {redact(' '.join(str(err).split())[:160])}"
+    return None

@@ -24,6 +24,20 @@ _SAMPLERS = {
 
 
 @dataclass
+class NightlyConf:
+    """`python -m search nightly` (conf/nightly.yaml turns it on); see search/nightly.py."""
+
+    enabled: bool = False
+    series: str = "nightly"  # nights with the same series (in the same storage) compare with each other
+    metric: str = "throughput_samples_per_s"  # higher is better: ranks configurations, tested for regressions
+    repeats: int = 5  # measurements of last night's best tonight (and of tonight's best, for tomorrow)
+    warm_start: int = 3  # other good configurations of earlier nights, enqueued once each
+    alpha: float = 0.01  # significance of the one-sided Welch t-test on log throughput
+    min_drop: float = 0.05  # and the smallest median drop (fraction) that counts as a regression
+    max_wall_s: Optional[float] = None  # stop starting search trials after this long (repeats still run)
+
+
+@dataclass
 class SearchSweeperConf:
     """Keys of the old hydra-optuna-sweeper plugin, plus `objectives`."""
 
@@ -49,6 +63,7 @@ class SearchSweeperConf:
     failure_min_trials: int = 4
     # Before the first trial, find the largest batch_size that fits (isolated probe trials) and bound the space.
     batch_size_probe: bool = False
+    nightly: NightlyConf = field(default_factory=NightlyConf)
 
 
 ConfigStore.instance().store(group="hydra/sweeper", name="search", node=SearchSweeperConf, provider="search")
