@@ -3,6 +3,7 @@ best, its change versus last night and versus the best ever, software and
 hardware changes since last night, and the regression verdict."""
 from __future__ import annotations
 
+import html
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -91,7 +92,7 @@ def write(s: Summary, status: str, out_dir: Path, plot_files: list[Path]) -> lis
     md, page = out_dir / "nightly.md", out_dir / "nightly.html"
     md.write_text(text)
     body = MarkdownIt("commonmark").enable("table").render(text)
-    page.write_text(f"<!doctype html><html><head><meta charset='utf-8'><title>{s.study_name}</title>"
+    page.write_text(f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(s.study_name)}</title>"
                     f"<style>body{{font-family:sans-serif;max-width:60em;margin:auto}}img{{max-width:100%}}"
                     f"</style></head><body>{body}</body></html>")
     return [md, page]
