@@ -39,8 +39,10 @@ def job_overrides(trial: optuna.trial.FrozenTrial) -> list[str]:
 def choose(study: optuna.Study, metric: str | None, direction: str | None, where: list[str]) -> dict:
     names = objective_names(study)
     metric = metric or names[0]
-    if direction is None:
-        direction = study.directions[names.index(metric)].name.lower() if metric in names else "maximize"
+    if direction is None and metric not in names:
+        raise BadInput(f"--direction is needed for a metric that is not one of the study's objectives {names}; "
+                       f"got --best {metric}; fix: --best {metric} --direction minimize (or maximize)")
+    direction = direction or study.directions[names.index(metric)].name.lower()
     rules = parse_constraints(where)
     chosen = best(candidates(study.get_trials(deepcopy=False)), metric, direction == "maximize", rules)
     rule = f"{direction} {metric}" + (f" where {' and '.join(map(str, rules))}" if rules else "")
@@ -63,7 +65,7 @@ def main(argv: list[str]) -> int:
     add_study_arguments(parser)
     parser.add_argument("--best", default=None, help="metric to optimise (default: the study's first objective)")
     parser.add_argument("--direction", choices=("maximize", "minimize"), default=None,
-                        help="default: the study's direction for that objective, else maximize")
+                        help="default: the study's direction for that objective (needed for other metrics)")
     parser.add_argument("--where", action="append", default=[], help="a constraint, e.g. 'val_accuracy >= 0.97'")
     parser.add_argument("--out", type=Path, default=None, help="YAML file (default best-<study>.yaml)")
     args = parser.parse_args(argv)

@@ -31,7 +31,7 @@ def render(url: str, screenshot: Path, profile: Path) -> str:
             "--window-size=1600,1400", "--virtual-time-budget=15000", f"--screenshot={screenshot}", "--dump-dom", url]
     if os.geteuid() == 0:
         args.insert(1, "--no-sandbox")  # Chromium refuses to run as root with its sandbox
-    dom = subprocess.run(args, capture_output=True, text=True, timeout=180, cwd=profile).stdout
+    dom = subprocess.run(args, capture_output=True, text=True, timeout=300).stdout
     text = re.sub(r"<script.*?</script>|<style.*?</style>", " ", dom, flags=re.S)
     return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", text))
 
