@@ -55,3 +55,18 @@ def test_non_editable_install_ships_conf(tmp_path: Path) -> None:
     located = subprocess.run([sys.executable, "-c", "import search.paths as p; print(p.conf_dir())"], cwd=outside,
                              text=True, capture_output=True, env={"PYTHONPATH": str(target)}, check=True)
     assert Path(located.stdout.strip()) == target / "search" / "conf"
+
+
+def test_the_nightly_preset_composes_on_top_of_the_config() -> None:
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        cfg = compose("nightly", overrides=["objective=gpt", "hydra.sweeper.nightly.repeats=3"], return_hydra_config=True)
+    sweeper = cfg.hydra.sweeper
+    assert sweeper.nightly.enabled and sweeper.nightly.repeats == 3 and sweeper.nightly.series == "nightly-gpt"
+    assert sweeper.study_name.startswith("nightly-gpt-20") and sweeper.experiment_name == "nightly-gpt"
+    assert cfg.batch_size == 64 and sweeper.params  # conf/config.yaml's knobs and space underneath
+    parse_config(OmegaConf.to_container(compose_plain("nightly", ["objective=gpt"]), resolve=True))
+
+
+def compose_plain(name: str, overrides: list[str]):
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        return compose(name, overrides=overrides)
