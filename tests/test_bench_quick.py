@@ -45,7 +45,7 @@ def test_grid_then_replay(tmp_path: Path) -> None:
                  "--accuracy-floor", "0", cwd=tmp_path)
     stored = bench("search_efficiency.py", cwd=tmp_path)
     for text in (tiny, stored):
-        lines = {line.split("  ")[0].strip(): line for line in text.splitlines() if "trials to target" in line}
+        lines = {line.split("  ")[0].strip(): line for line in text.splitlines() if "trials to target mean" in line}
         assert set(lines) == {"default", "random", "hydra grid order"}, text
         assert all(numbers_after(line, "mean") >= 1 for line in lines.values()), text
         assert "default / random trials to target:" in text

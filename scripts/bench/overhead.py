@@ -169,9 +169,10 @@ def main(argv: list[str]) -> int:
             workdir = Path(tmp, name.replace(" ", "-"))
             workdir.mkdir()
             if name == "search":
-                t0 = time.perf_counter()
-                _create_mlflow_db(Path(tmp))  # a throwaway database: what the very first sweep pays once
-                db_s = time.perf_counter() - t0
+                if not args.quick:
+                    t0 = time.perf_counter()
+                    _create_mlflow_db(Path(tmp))  # a throwaway database: what the very first sweep pays once
+                    db_s = time.perf_counter() - t0
                 run = run_search(n, overrides, workdir)
             else:
                 run = run_other(name.replace(" ", "-"), n, cfg, workdir)

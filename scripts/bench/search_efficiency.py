@@ -194,7 +194,7 @@ def summarise(runs: list[dict], grid_hv: float) -> dict:
 
 
 def render(command: str, table: Table, floor: float, target: float, seeds: int, rows: dict[str, dict],
-           default_node: dict, load: str, wall_s: float) -> str:
+           default_node: dict, load: str, wall_s: float, note: str) -> str:
     meta = table.meta
     ok = sum(r["outcome"] == "ok" for r in table.results.values())
     meeting = sum(r["outcome"] == "ok" and r["metrics"].get("val_accuracy", 0) >= floor
@@ -206,9 +206,10 @@ def render(command: str, table: Table, floor: float, target: float, seeds: int, 
     lines = [
         SECTION, "",
         f"Command: `{command}` (replay: {wall_s:.0f} s, load average {load})  ",
-        f"Table: `scripts/bench/data/digits_grid.csv`, measured by `{meta['command']}` on {meta['date'][:10]} "
-        f"({meta['wall_s'] / 60:.0f} min): the default space (`conf/search/default.yaml`, {len(table.results)} "
-        f"configurations, {ok} ran, the rest infeasible on 2 cores) with `{' '.join(meta['overrides'])}`  ",
+        f"Table: `scripts/bench/data/digits_grid.csv` (+ `.json`: command, machine, date, load), measured by "
+        f"`{meta['command']}` on {meta['date'][:10]} ({meta['wall_s'] / 60:.0f} min) with "
+        f"`{' '.join(meta['overrides'])}`: {len(table.results)} configurations ({ok} ran, the rest are infeasible on "
+        f"2 cores: 2 DDP ranks x 2 threads), " + ", ".join(f"`{k}={v}`" for k, v in table.space.items()) + "  ",
         f"Machine: {meta['machine']}; torch {meta['torch']}  ",
         f"Default sampler: `{json.dumps(default_node)}`", "",
         f"**Default: {rows['default']['mean']:.1f} trials on average to reach the target, random search "
@@ -223,7 +224,14 @@ def render(command: str, table: Table, floor: float, target: float, seeds: int, 
           + " | ".join(f"{s[f'hv{k}']:.3f}" if f"hv{k}" in s else "-" for k in HV_AT) + " |"
           for name, s in rows.items()],
         "",
+        "Every strategy runs through the sweeper's own repeat skipping (a proposal that repeats a configuration "
+        "is replaced by an unseen one drawn at random, and costs no trial); an infeasible configuration counts as a "
+        "trial, as in a sweep. Hydra's grid order is one fixed sequence, so its figure is where the first "
+        "configuration on target happens to sit in the product order, the same for every seed. QMC is unscrambled "
+        "by default, so its seeds agree too. NSGA-II draws its first generation (50 by default) at random.", "",
     ]
+    if note:
+        lines += [note, ""]
     return "\n".join(lines)
 
 
@@ -236,6 +244,7 @@ def main(argv: list[str]) -> int:
                         choices=[*STRATEGIES, *CONSTRAINED])
     parser.add_argument("--quick", action="store_true", help="2 seeds, 3 strategies; checks the replay works")
     parser.add_argument("--no-write", action="store_true", help="print only; leave docs/BENCHMARKS.md alone")
+    parser.add_argument("--note", default="", help="a paragraph for the doc: what the figures mean")
     args = parser.parse_args(argv)
     if args.seeds < 2:
         print(f"search_efficiency: --seeds must be >= 2; got {args.seeds}; fix: --seeds 30", file=sys.stderr)
@@ -267,10 +276,11 @@ def main(argv: list[str]) -> int:
     ratio = rows["default"]["mean"] / rows["random"]["mean"]
     print(f"default / random trials to target: {ratio:.2f} (goal <= {GOAL_RATIO:.2f})")
     if not args.quick and not args.no_write:
-        command = "python scripts/bench/search_efficiency.py" + "".join(f" {a}" for a in argv)
+        shown = [a for i, a in enumerate(argv) if a != "--note" and (i == 0 or argv[i - 1] != "--note")]
+        command = "python scripts/bench/search_efficiency.py" + "".join(f" {a}" for a in shown)
         load = load_averages()
         write_section(SECTION, render(command, table, args.accuracy_floor, target, seeds, rows,
-                                      sampler_node("default"), load, time.perf_counter() - started))
+                                      sampler_node("default"), load, time.perf_counter() - started, args.note))
         update_summary("Search efficiency", f"{ratio:.2f} ({rows['default']['mean']:.1f} vs "
                        f"{rows['random']['mean']:.1f} trials, {seeds} seeds, replayed on a measured grid)",
                        ratio <= GOAL_RATIO)
