@@ -21,9 +21,8 @@ _SAMPLERS = {
     "gp": "optuna.samplers.GPSampler",
     "grid": "optuna.samplers.GridSampler",  # the sweeper fills search_space from params
 }
-# Defaults that differ from Optuna's, chosen by scripts/bench/search_efficiency.py (docs/BENCHMARKS.md):
-# multivariate TPE models the knobs jointly (devices x threads, batch size x accuracy) and starts
-# modelling after 5 random trials instead of 10, half of a 20-trial sweep.
+# Defaults that differ from Optuna's, from scripts/bench/search_efficiency.py (docs/BENCHMARKS.md):
+# multivariate TPE with 5 startup trials had a better front than Optuna's TPE defaults.
 _SAMPLER_ARGS = {"tpe": {"multivariate": True, "n_startup_trials": 5}}
 
 
@@ -33,7 +32,8 @@ class SearchSweeperConf:
 
     _target_: str = "hydra_plugins.search_sweeper.search_sweeper.SearchSweeper"
     _recursive_: bool = False  # the sweeper builds the sampler itself (the grid sampler needs the space)
-    defaults: List[Any] = field(default_factory=lambda: ["_self_", {"sampler": "tpe"}])
+    # gp: fewest trials to the target in scripts/bench/search_efficiency.py (docs/BENCHMARKS.md)
+    defaults: List[Any] = field(default_factory=lambda: ["_self_", {"sampler": "gp"}])
     sampler: Any = None
     direction: Any = field(default_factory=lambda: ["maximize", "maximize"])
     # Metric names the directions apply to, when a trial returns a dict of metrics.

@@ -79,6 +79,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--trials", type=int, default=5)
     parser.add_argument("--quick", action="store_true", help="2 tiny trials; checks the benchmark works")
     parser.add_argument("--no-write", action="store_true", help="print only; leave docs/BENCHMARKS.md alone")
+    parser.add_argument("--note", default="", help="a paragraph for the doc, e.g. what else ran on the machine")
     args = parser.parse_args(argv)
     n = 2 if args.quick else args.trials
     if n < 1:
@@ -93,8 +94,10 @@ def main(argv: list[str]) -> int:
     print(f"per trial: MLflow {r['per_trial_share']:.2%} of trial time (goal <= {GOAL:.0%}); whole sweep: "
           f"{r['sweep_share']:.1%} of {r['wall_s']:.1f} s; load average before {load_before}, after {load_after}")
     if not args.quick and not args.no_write:
-        command = "python scripts/bench/logging_cost.py" + "".join(f" {a}" for a in argv)
-        write_section(SECTION, render(command, n, overrides, r, (load_before, load_after)))
+        shown = [a for i, a in enumerate(argv) if a != "--note" and (i == 0 or argv[i - 1] != "--note")]
+        command = "python scripts/bench/logging_cost.py" + "".join(f" {a}" for a in shown)
+        write_section(SECTION, render(command, n, overrides, r, (load_before, load_after))
+                      + (f"\n{args.note}\n" if args.note else ""))
         update_summary("Logging cost", f"{r['per_trial_share']:.2%} per trial; {r['sweep_share']:.1%} of the sweep "
                        f"with one-off costs (load {load_before})", r["per_trial_share"] <= GOAL)
         print("updated docs/BENCHMARKS.md")

@@ -105,12 +105,11 @@ def read_table(path: Path) -> list[dict]:
 
 def write_meta(path: Path, space: dict[str, str], overrides: list[str], command: str, started: str,
                wall_s: float) -> None:
-    from search import fingerprint
+    from benchdoc import machine_line
 
-    fp = fingerprint.collect()
     meta = {"command": command, "space": space, "overrides": overrides, "date": started,
-            "machine": f"{fp['cpu_model']}, {fp['cpu_count']} logical cores, {fp['gpu_name'] if fp['gpu_name'] != 'none' else 'no GPU'}",
-            "torch": fp["torch_version"], "python": fp["python_version"], "wall_s": round(wall_s, 1),
+            "machine": machine_line(),
+            "wall_s": round(wall_s, 1),
             "note": "load_avg_1min: os.getloadavg() just before each configuration; other_cores_during: cores "
                     "other processes kept busy while it ran (all CPU use minus the trial tree's own)"}
     path.write_text(json.dumps(meta, indent=1) + "\n")
@@ -132,8 +131,8 @@ def main(argv: list[str]) -> int:
     if not ok:
         print("measure_grid: at least one configuration must finish ok; none did", file=sys.stderr)
         return 1
-    write_meta(args.out / "digits_grid.json", space, overrides,
-               "python scripts/bench/measure_grid.py" + "".join(f" {a}" for a in argv if a != "--out" and a != str(args.out)),
+    shown = "".join(f" {a}" for a in argv if a not in ("--out", str(args.out)))
+    write_meta(args.out / "digits_grid.json", space, overrides, f"python scripts/bench/measure_grid.py{shown}",
                started, time.perf_counter() - t0)
     print(f"{len(rows)} measurements ({len(ok)} ok) in {table}")
     return 0

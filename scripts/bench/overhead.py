@@ -147,6 +147,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--trials", type=int, default=5)
     parser.add_argument("--quick", action="store_true", help="1 tiny trial per runner; checks the benchmark works")
     parser.add_argument("--no-write", action="store_true", help="print only; leave docs/BENCHMARKS.md alone")
+    parser.add_argument("--note", default="", help="a paragraph for the doc, e.g. what else ran on the machine")
     parser.add_argument("--runner", choices=["optuna-loop", "spawn"], help=argparse.SUPPRESS)
     parser.add_argument("--cfg", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--result", type=Path, help=argparse.SUPPRESS)
@@ -184,8 +185,10 @@ def main(argv: list[str]) -> int:
     load_after = load_averages()
     print(f"load average before {load_before}, after {load_after}")
     if not args.quick and not args.no_write:
-        command = "python scripts/bench/overhead.py" + "".join(f" {a}" for a in argv)
-        write_section(SECTION, render(command, n, overrides, rows, (load_before, load_after), db_s))
+        shown = [a for i, a in enumerate(argv) if a != "--note" and (i == 0 or argv[i - 1] != "--note")]
+        command = "python scripts/bench/overhead.py" + "".join(f" {a}" for a in shown)
+        write_section(SECTION, render(command, n, overrides, rows, (load_before, load_after), db_s)
+                      + (f"\n{args.note}\n" if args.note else ""))
         ours = rows["search"]["overhead"]
         update_summary("Service overhead", f"{ours:.1%} (plain Optuna loop {rows['optuna loop']['overhead']:.1%}, "
                        f"interpreter per trial {rows['spawn']['overhead']:.1%}; load {load_before})", ours <= GOAL)

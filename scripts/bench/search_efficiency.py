@@ -50,15 +50,16 @@ STRATEGIES: dict[str, dict | None] = {
     "random": {"_target_": "optuna.samplers.RandomSampler"},
     "hydra grid order": {"_target_": "hydra-basic-sweeper-order"},
     "optuna grid": {"_target_": "optuna.samplers.GridSampler"},
-    "tpe, Optuna's defaults (independent, 10 startup)": {"_target_": "optuna.samplers.TPESampler"},
+    "tpe, Optuna's defaults (our default before)": {"_target_": "optuna.samplers.TPESampler"},
     "tpe multivariate, 10 startup": {"_target_": "optuna.samplers.TPESampler", "multivariate": True},
     "tpe independent, 5 startup": {"_target_": "optuna.samplers.TPESampler", "n_startup_trials": 5},
     "tpe multivariate, 3 startup": {"_target_": "optuna.samplers.TPESampler", "multivariate": True,
                                     "n_startup_trials": 3},
+    "tpe multivariate, 5 startup (our tpe)": {
+        "_target_": "optuna.samplers.TPESampler", "multivariate": True, "n_startup_trials": 5},
     "nsgaii": {"_target_": "optuna.samplers.NSGAIISampler"},
     "nsgaii, population 10": {"_target_": "optuna.samplers.NSGAIISampler", "population_size": 10},
     "qmc": {"_target_": "optuna.samplers.QMCSampler"},
-    "gp": {"_target_": "optuna.samplers.GPSampler"},
 }
 # Also replayed with `hydra.sweeper.constraints=["val_accuracy >= <floor>"]`, as a user who knows the floor sweeps.
 CONSTRAINED = {"default + floor as constraint": "default"}
@@ -210,7 +211,7 @@ def render(command: str, table: Table, floor: float, target: float, seeds: int, 
         f"`{meta['command']}` on {meta['date'][:10]} ({meta['wall_s'] / 60:.0f} min) with "
         f"`{' '.join(meta['overrides'])}`: {len(table.results)} configurations ({ok} ran, the rest are infeasible on "
         f"2 cores: 2 DDP ranks x 2 threads), " + ", ".join(f"`{k}={v}`" for k, v in table.space.items()) + "  ",
-        f"Machine: {meta['machine']}; torch {meta['torch']}  ",
+        f"Machine: {meta['machine']}  ",
         f"Default sampler: `{json.dumps(default_node)}`", "",
         f"**Default: {rows['default']['mean']:.1f} trials on average to reach the target, random search "
         f"{rows['random']['mean']:.1f}: ratio {ratio:.2f}** ({verdict} the goal of at most 1/3). Target: "
