@@ -16,7 +16,7 @@ as a fraction of the whole grid's. Hydra's grid order (BasicSweeper: the
 product, last knob fastest) is one fixed sequence, the same for every seed.
 
     python scripts/bench/search_efficiency.py            # every strategy, 30 seeds -> docs/BENCHMARKS.md
-    python scripts/bench/search_efficiency.py --quick    # 2 seeds, 3 strategies, < 30 s
+    python scripts/bench/search_efficiency.py --quick    # 2 seeds, 3 strategies, at most 15 trials, < 10 s
 """
 from __future__ import annotations
 
@@ -140,7 +140,8 @@ def sampler_node(name: str) -> dict:
     return OmegaConf.to_container(stored, resolve=True)
 
 
-def replay(table: Table, name: str, seed: int, floor: float, target: float, min_trials: int) -> dict:
+def replay(table: Table, name: str, seed: int, floor: float, target: float, min_trials: int,
+           max_trials: int | None = None) -> dict:
     """One strategy, one seed: trials until the target, and the front's hypervolume at HV_AT."""
     points, reached, n = [], None, 0
     keys = list(table.space)
@@ -158,7 +159,7 @@ def replay(table: Table, name: str, seed: int, floor: float, target: float, min_
         if n in HV_AT:
             hv[n] = hypervolume(points, scale)
 
-    limit = len(table.results)
+    limit = min(len(table.results), max_trials or len(table.results))  # a target not reached counts as limit
     if STRATEGIES.get(name) and STRATEGIES[name]["_target_"] == "hydra-basic-sweeper-order":
         for config in table.order:
             record(table.results[key_of(config, keys)])
@@ -243,7 +244,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--accuracy-floor", type=float, default=0.9)
     parser.add_argument("--strategies", nargs="*", default=[*STRATEGIES, *CONSTRAINED],
                         choices=[*STRATEGIES, *CONSTRAINED])
-    parser.add_argument("--quick", action="store_true", help="2 seeds, 3 strategies; checks the replay works")
+    parser.add_argument("--quick", action="store_true",
+                        help="2 seeds, 3 strategies, at most 15 trials; checks the replay works")
     parser.add_argument("--no-write", action="store_true", help="print only; leave docs/BENCHMARKS.md alone")
     parser.add_argument("--note", default="", help="a paragraph for the doc: what the figures mean")
     args = parser.parse_args(argv)
@@ -268,7 +270,8 @@ def main(argv: list[str]) -> int:
     rows = {}
     for name in strategies:
         t0 = time.perf_counter()
-        runs = [replay(table, name, seed, args.accuracy_floor, target, max(HV_AT)) for seed in range(seeds)]
+        trials = (10, 15) if args.quick else (max(HV_AT), None)  # at least, at most
+        runs = [replay(table, name, seed, args.accuracy_floor, target, *trials) for seed in range(seeds)]
         rows[name] = summarise(runs, grid_hv)
         s = rows[name]
         print(f"{name:30s} trials to target mean {s['mean']:6.1f} median {s['median']:5.0f} max {s['max']:4d}  "
