@@ -24,6 +24,7 @@ import argparse
 import csv
 import json
 import random
+import shlex
 import statistics
 import sys
 import time
@@ -281,7 +282,7 @@ def main(argv: list[str]) -> int:
     print(f"default / random trials to target: {ratio:.2f} (goal <= {GOAL_RATIO:.2f})")
     if not args.quick and not args.no_write:
         shown = [a for i, a in enumerate(argv) if a != "--note" and (i == 0 or argv[i - 1] != "--note")]
-        command = "python scripts/bench/search_efficiency.py" + "".join(f" {a}" for a in shown)
+        command = "python scripts/bench/search_efficiency.py" + "".join(f" {shlex.quote(a)}" for a in shown)
         load = load_averages()
         write_section(SECTION, render(command, table, args.accuracy_floor, target, seeds, rows,
                                       sampler_node("default"), load, time.perf_counter() - started, args.note))
