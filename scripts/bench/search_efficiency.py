@@ -51,7 +51,7 @@ STRATEGIES: dict[str, dict | None] = {
     "random": {"_target_": "optuna.samplers.RandomSampler"},
     "hydra grid order": {"_target_": "hydra-basic-sweeper-order"},
     "optuna grid": {"_target_": "optuna.samplers.GridSampler"},
-    "tpe, Optuna's defaults (our default before)": {"_target_": "optuna.samplers.TPESampler"},
+    "tpe, Optuna defaults (our default before)": {"_target_": "optuna.samplers.TPESampler"},
     "tpe multivariate, 10 startup": {"_target_": "optuna.samplers.TPESampler", "multivariate": True},
     "tpe independent, 5 startup": {"_target_": "optuna.samplers.TPESampler", "n_startup_trials": 5},
     "tpe multivariate, 3 startup": {"_target_": "optuna.samplers.TPESampler", "multivariate": True,
