@@ -41,17 +41,25 @@ def score(result: Any, objectives: Sequence[str] | None, n_values: int,
     scored = Scored(str(result.get("outcome", "ok")), str(result.get("reason", "")), metrics,
                     {k: str(v) for k, v in result.get("info", {}).items()})
     if scored.outcome != "ok":
+        scored.constraints = _unmeasured(constraints)
         return scored
     missing = [k for k in objectives or [] if not math.isfinite(metrics.get(k, math.nan))]
     if missing:
         scored.outcome = "infeasible"
         scored.reason = f"the trial reported no finite {', '.join(missing)}"
+        scored.constraints = _unmeasured(constraints)
         return scored
     scored.values = [metrics[k] for k in objectives or []]
     if len(scored.values) != n_values:
         return Scored("crashed", f"expected {n_values} objective values, got {len(scored.values)}", metrics)
     scored.constraints = {str(c): c.violation(metrics) for c in constraints}
     return scored
+
+
+def _unmeasured(constraints: Sequence[Constraint]) -> dict[str, float]:
+    """A trial that measured nothing violates every rule too: GPSampler refuses a
+    study whose COMPLETE trials carry different sets of constraints."""
+    return {str(c): 1.0 for c in constraints}
 
 
 def _score_plain(result: Any, n_values: int) -> Scored:
@@ -75,6 +83,8 @@ def tell(study: optuna.Study, trial: optuna.Trial, scored: Scored, directions: S
         study.tell(trial, scored.values)
     elif scored.outcome in INFEASIBLE_OUTCOMES:
         trial.set_constraint(RUNNABLE, 1.0)
+        for name, violation in scored.constraints.items():
+            trial.set_constraint(name, violation)
         study.tell(trial, [0.0 if d == "maximize" else math.inf for d in directions])
     else:
         study.tell(trial, state=TrialState.FAIL)

@@ -60,6 +60,18 @@ def test_hardware_limits_are_violated_constraints_not_failures(outcome: str) -> 
     assert study.best_trials == []
 
 
+def test_infeasible_trials_carry_every_constraint_so_gp_can_model_them() -> None:
+    """GPSampler (the default) refuses trials with different constraint sets."""
+    study = optuna.create_study(directions=["maximize", "maximize"],
+                                sampler=optuna.samplers.GPSampler(seed=0, n_startup_trials=2))
+    rules = parse_constraints(["val_accuracy >= 0.9"])
+    infeasible = told(study, {"outcome": "infeasible", "reason": "2 ranks x 2 threads > 2 cores"}, rules)
+    told(study, ok(1000.0, 0.95), rules)
+    told(study, ok(2000.0, 0.85), rules)
+    assert infeasible.constraints == {"runnable": 1.0, "val_accuracy >= 0.9": 1.0}
+    assert 0 <= told(study, ok(1500.0, 0.92), rules).params["x"] <= 1  # the GP is fitted: no ValueError
+
+
 @pytest.mark.parametrize("outcome", ["diverged", "crashed", "timeout"])
 def test_failures_are_failed_trials_with_their_reason(outcome: str) -> None:
     study = optuna.create_study(directions=["maximize", "maximize"])

@@ -1,0 +1,142 @@
+"""Measure every configuration of a search space once: the table that
+search_efficiency.py replays samplers against.
+
+Each configuration runs exactly as a sweep trial runs (composed from conf/,
+in a fresh isolated child via search.isolate.run_isolated), so infeasible
+values (more DDP ranks x threads than cores) are recorded as the sweep
+would see them. Rows are appended as they finish, so an interrupted
+measurement resumes where it stopped.
+
+    python scripts/bench/measure_grid.py                # SPACE below, twice -> scripts/bench/data/
+    python scripts/bench/measure_grid.py --quick --out DIR   # 2 tiny configurations, < 30 s
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import datetime as dt
+import itertools
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+
+DATA = Path(__file__).resolve().parent / "data"
+# The default space (conf/search/default.yaml) has 576 configurations; at its
+# budget that is about an hour on two quiet cores, and the cores were shared.
+# Measured instead: every knob of it but persistent_workers (false), its two
+# extreme values for workers and model pruning, all four batch sizes, at a
+# budget of 3000 samples; each configuration twice (in opposite orders), the
+# faster measurement kept, because other jobs only ever slow a run down.
+SPACE = {
+    "batch_size": "choice(32, 64, 128, 256)",
+    "loader.num_workers": "choice(0, 2)",
+    "precision": "choice(fp32, bf16)",
+    "model_pruning.ratio": "choice(0.0, 0.5)",
+    "parallel.devices": "choice(1, 2)",
+    "parallel.threads": "choice(1, 2)",
+}
+BUDGET_OVERRIDES = ["train.budget_samples=3000", "train.warmup_steps=2", "train.window_steps=5"]
+QUICK_OVERRIDES = ["train.budget_samples=320", "train.warmup_steps=1", "train.window_steps=2"]
+QUICK_SPACE = {"batch_size": "choice(32, 64)"}
+METRICS = ["throughput_samples_per_s", "val_accuracy", "val_loss", "throughput_cv", "train_wall_s", "eval_wall_s",
+           "trial_wall_s"]
+
+
+def grid(space: dict[str, str]) -> list[dict]:
+    """Every configuration, in Hydra's BasicSweeper order (the product, last knob fastest)."""
+    from search.space import build_space, grid_values
+
+    values = grid_values(build_space(space, []).distributions)
+    keys = list(space)
+    return [dict(zip(keys, combo)) for combo in itertools.product(*(values[k] for k in keys))]
+
+
+def measure(space: dict[str, str], overrides: list[str], table: Path, passes: int) -> list[dict]:
+    import psutil
+    from repeatability import compose
+
+    from search.isolate import run_isolated
+    from search.space import to_override
+
+    keys = list(space)
+    done = read_table(table) if table.exists() else []
+    seen = {(r["pass"], *(str(r[k]) for k in keys)) for r in done}
+    configs = grid(space)
+    todo = [(p, c) for p in range(1, passes + 1) for c in (configs if p % 2 else configs[::-1])
+            if (str(p), *(str(c[k]) for k in keys)) not in seen]
+    print(f"{len(done)} measurements done already, {len(todo)} to go", flush=True)
+    new = not table.exists()
+    with table.open("a", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=[*keys, "pass", "outcome", "reason", *METRICS, "load_avg_1min",
+                                               "other_cores_during"])
+        if new:
+            writer.writeheader()
+        for i, (number, config) in enumerate(todo, 1):
+            cfg = compose(overrides + [to_override(k, v) for k, v in config.items()])
+            load = os.getloadavg()[0]
+            psutil.cpu_percent(None)
+            result = run_isolated(cfg, timeout_s=float(cfg["trial"]["timeout_s"]))
+            m = result["metrics"]
+            # both in cores: the whole machine's use minus the trial tree's own (psutil: 100% = one core)
+            others = max(0.0, psutil.cpu_percent(None) / 100 * psutil.cpu_count()
+                         - m.get("cpu_util_percent_mean", 0.0) / 100)
+            row = {**config, "pass": number, "outcome": result["outcome"], "reason": result["reason"][:200],
+                   **{k: m.get(k, "") for k in METRICS}, "load_avg_1min": f"{load:.2f}",
+                   "other_cores_during": f"{others:.2f}"}
+            writer.writerow(row)
+            f.flush()
+            done.append(row)
+            shown = f"{m['throughput_samples_per_s']:.0f} samples/s, acc {m.get('val_accuracy', 0):.3f}" \
+                if result["outcome"] == "ok" else result["outcome"]
+            print(f"[{i}/{len(todo)}] pass {number} {config}: {shown}, {m.get('trial_wall_s', 0):.1f} s, "
+                  f"load {load:.2f}, other processes {others:.2f} cores", flush=True)
+    return done
+
+
+def read_table(path: Path) -> list[dict]:
+    with path.open() as f:
+        return list(csv.DictReader(f))
+
+
+def write_meta(path: Path, space: dict[str, str], overrides: list[str], command: str, started: str,
+               wall_s: float) -> None:
+    from benchdoc import machine_line
+
+    meta = {"command": command, "space": space, "overrides": overrides, "date": started,
+            "machine": machine_line(),
+            "wall_s": round(wall_s, 1),
+            "note": "load_avg_1min: os.getloadavg() just before each configuration; other_cores_during: cores "
+                    "other processes kept busy while it ran (all CPU use minus the trial tree's own)"}
+    path.write_text(json.dumps(meta, indent=1) + "\n")
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="2 tiny configurations; checks that measuring works")
+    parser.add_argument("--passes", type=int, default=2, help="measurements of each configuration (fastest kept)")
+    parser.add_argument("--out", type=Path, default=DATA, help="directory for digits_grid.csv and .json")
+    args = parser.parse_args(argv)
+    space = QUICK_SPACE if args.quick else SPACE
+    overrides = BUDGET_OVERRIDES + (QUICK_OVERRIDES if args.quick else [])
+    args.out.mkdir(parents=True, exist_ok=True)
+    table = args.out / "digits_grid.csv"
+    started, t0 = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), time.perf_counter()
+    rows = measure(space, overrides, table, 1 if args.quick else args.passes)
+    ok = [r for r in rows if r["outcome"] == "ok"]
+    if not ok:
+        print("measure_grid: at least one configuration must finish ok; none did", file=sys.stderr)
+        return 1
+    shown = "".join(f" {a}" for a in argv if a not in ("--out", str(args.out)))
+    write_meta(args.out / "digits_grid.json", space, overrides, f"python scripts/bench/measure_grid.py{shown}",
+               started, time.perf_counter() - t0)
+    print(f"{len(rows)} measurements ({len(ok)} ok) in {table}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
