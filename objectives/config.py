@@ -96,7 +96,10 @@ class TrainConfig:
     seed: int = 0
     eval_batch_size: int = 512
     target_val_accuracy: float | None = field(default=None, metadata={"kind": float})  # null: no time-to-accuracy
-    eval_every_samples: int = 0  # 0: every ~10% of budget_samples, when target_val_accuracy is set
+    eval_every_samples: int = 0  # 0: every ~10% of budget_samples (time to accuracy, early stopping's curve)
+    probe_steps: int = 20  # timed steps after warm-up that measure throughput before the rest of the budget trains
+    # Set per trial by the sweep: a throughput probe below it stops the trial; null: never.
+    stop_below_samples_per_s: float | None = field(default=None, metadata={"kind": float})
 
 
 @dataclass
@@ -154,6 +157,8 @@ _RULES: dict[str, Rule] = {
     "train.eval_batch_size": ("an int >= 1", lambda v: v >= 1, 512),
     "train.target_val_accuracy": ("null or a float in (0, 1]", lambda v: 0 < v <= 1, 0.9),
     "train.eval_every_samples": ("an int >= 0", lambda v: v >= 0, 0),
+    "train.probe_steps": ("an int >= 1", lambda v: v >= 1, 20),
+    "train.stop_below_samples_per_s": ("null or a finite float >= 0", lambda v: v >= 0 and math.isfinite(v), 1000.0),
 }
 
 

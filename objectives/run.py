@@ -43,6 +43,7 @@ from torch.utils.data import DataLoader
 from objectives import measure
 from objectives.config import CustomConfig, TrialConfig, parse_config
 from objectives.custom import run_callable, warn_not_applied
+from objectives.early_stop import Report, plan_early_stop
 from objectives.knobs.batch_size import apply_lr_scaling, global_batch_size, steps_for_budget
 from objectives.knobs.compile import apply_compile, compile_wall_s
 from objectives.knobs.framework import apply_framework, channels_last_skip_reason, check_framework, input_format
@@ -74,14 +75,19 @@ from objectives.launch import run_ranks, start_method
 from objectives.result import TrialResult
 from objectives.sampling import ShardedEpochSampler
 from objectives.time_to_accuracy import plan_target_accuracy
-from objectives.timing import input_summary, plan_windows, throughput_summary
+from objectives.timing import WindowPlan, input_summary, plan_windows, throughput_summary
 from objectives.train import evaluate, train
 from objectives.workload import Workload
 from objectives.workloads import build_workload
 
 
-def run_trial(cfg: dict) -> TrialResult:
+def run_trial(cfg: dict, report: Report | None = None) -> TrialResult:
     """Train the configured workload for its sample budget and measure it.
+
+    ``report(step, val_accuracy) -> should_stop``, when given, receives the
+    learning curve (objectives/early_stop.py); a trial it stops, or one whose
+    throughput probe is below ``train.stop_below_samples_per_s``, ends with
+    outcome "stopped_early" and the metrics measured so far.
 
     Raises ConfigError for a value this machine cannot run (fp16/tf32/fp8
     without CUDA, more ranks than devices), and RuntimeError if any rank
@@ -97,8 +103,8 @@ def run_trial(cfg: dict) -> TrialResult:
     check_framework(trial.framework, device_type)
     check_parallel(trial.parallel)
     if trial.parallel.devices == 1:
-        return TrialResult.from_dict(trial_on_rank(0, 1, 0, trial))
-    result = run_ranks(trial_on_rank, trial.parallel.devices, trial.parallel.threads, (trial,))
+        return TrialResult.from_dict(trial_on_rank(0, 1, 0, trial, report))
+    result = run_ranks(trial_on_rank, trial.parallel.devices, trial.parallel.threads, (trial, report))
     return TrialResult.from_dict(result)
 
 
@@ -124,7 +130,7 @@ def measures_accuracy(cfg: TrialConfig, work: Workload) -> bool:
     return work.val_set is not None and bool(cfg.objective.measures_accuracy)
 
 
-def trial_on_rank(rank: int, world_size: int, port: int, cfg: TrialConfig) -> dict:
+def trial_on_rank(rank: int, world_size: int, port: int, cfg: TrialConfig, report: Report | None = None) -> dict:
     """The whole trial as one rank runs it; returns TrialResult.to_dict() (rank 0's is the answer)."""
     apply_threads(cfg.parallel)
     device = device_for_rank(rank)
@@ -183,9 +189,15 @@ def trial_on_rank(rank: int, world_size: int, port: int, cfg: TrialConfig) -> di
     steps = steps_for_budget(cfg.train.budget_samples, global_batch)
     min_warmup = 1 if cfg.parallel.compile != "none" else 0  # the first step compiles
     plan = plan_windows(steps, cfg.train.warmup_steps, cfg.train.window_steps, min_warmup_steps=min_warmup)
+    curve = report is not None and measures_accuracy(cfg, work)
+    early_stop = plan_early_stop(cfg.train, plan, steps, global_batch, report if rank == 0 else None, curve,
+                                 evaluate_now)
     log = train(model, optimizer, loader, sampler, steps, plan, precision, device, work.loss_fn, target,
-                cfg.parallel.grad_accum, prepare_input)
+                cfg.parallel.grad_accum, prepare_input, early_stop)
     finalize_model_pruning(unwrap(model))
+    if log.stopped_early:  # the windows that ran: the probe's, or those before the learning curve was stopped
+        plan = WindowPlan(plan.warmup_steps, plan.window_steps,
+                          max(0, (log.steps_done - plan.warmup_steps) // plan.window_steps))
 
     metrics.update(throughput_summary(log.step_times_s, plan, global_batch))
     if cfg.parallel.compile != "none" and "step_time_p50_ms" in metrics:
@@ -230,6 +242,16 @@ def trial_on_rank(rank: int, world_size: int, port: int, cfg: TrialConfig) -> di
         reason = f"non-finite training loss {log.train_loss_final} at step {log.diverged_at_step} of {steps}"
         return TrialResult("diverged", finite, info, reason).to_dict()
 
+    if early_stop is not None:
+        metrics.update(early_stop.metrics())
+    if log.stopped_early:
+        assert early_stop is not None
+        metrics.update(early_stop.last_eval)
+        metrics["peak_rss_bytes"] = measure.peak_rss_bytes()
+        if world_size > 1:
+            torch.distributed.barrier()
+        result = TrialResult("stopped_early", {k: float(v) for k, v in metrics.items()}, info, early_stop.reason)
+        return result.to_dict()
     if target is not None:
         metrics.update(target.metrics())
     if val_loader is not None:

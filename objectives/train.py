@@ -5,7 +5,8 @@ global batch), restarting the loader at epoch ends, reading the loss back
 every step so a non-finite loss stops training at once. Timing covers the
 whole iteration, loader included; see timing.py for how it becomes
 throughput. With a time-to-accuracy target the loop also pauses to
-evaluate (time_to_accuracy.py); those pauses are kept out of the step times.
+evaluate (time_to_accuracy.py), and so does early stopping's learning curve
+(early_stop.py); those pauses are kept out of the step times.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader
 
 from objectives import measure
+from objectives.early_stop import EarlyStop
 from objectives.knobs.parallel import global_mean
 from objectives.knobs.precision import PrecisionPlan
 from objectives.sampling import ShardedEpochSampler
@@ -43,6 +45,7 @@ class TrainLog:
     train_wall_s: float = 0.0
     diverged_at_step: int | None = None
     stopped_at_target: bool = False
+    stopped_early: bool = False
 
 
 def _is_window_edge(step: int, plan: WindowPlan) -> bool:
@@ -63,6 +66,7 @@ def train(
     target: TargetAccuracy | None = None,
     grad_accum: int = 1,
     prepare_input: Callable[[torch.Tensor], torch.Tensor] = lambda x: x,
+    early_stop: EarlyStop | None = None,
 ) -> TrainLog:
     """``steps`` optimizer steps of ``grad_accum`` micro-batches each.
 
@@ -132,6 +136,11 @@ def train(
                 log.stopped_at_target = True
                 break
             now = time.perf_counter()
+        if early_stop is not None and early_stop.should_stop(log.steps_done, steps, log.step_times_s):
+            log.stopped_early = True
+            break
+        if early_stop is not None and early_stop.curve:
+            now = time.perf_counter()  # an evaluation is not training time
         last = now
     del batches
     log.train_wall_s = time.perf_counter() - start

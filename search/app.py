@@ -17,9 +17,25 @@ from search.isolate import run_isolated
 
 def task(cfg: DictConfig) -> dict[str, Any]:
     job_cfg = OmegaConf.to_container(cfg, resolve=True)
-    result = run_isolated(job_cfg, timeout_s=float(cfg.trial.timeout_s))
+    result = run_isolated(job_cfg, timeout_s=float(cfg.trial.timeout_s), report=_reporter(cfg))
     if HydraConfig.get().mode == RunMode.RUN:
         from search.report import print_single
 
         print_single(job_cfg, result)
     return result
+
+
+def _reporter(cfg: DictConfig) -> Any:
+    """The trial's link to its Optuna trial, when the sweep asked for one
+    (`trial.optuna_trial_number`): storage and pruner come from the sweeper's
+    own config, which Hydra hands every job, so no URL is written anywhere."""
+    number = cfg.trial.get("optuna_trial_number")
+    if number is None or HydraConfig.get().mode != RunMode.MULTIRUN:
+        return None
+    from search.early_stopping import make_pruner
+    from search.reporter import TrialReporter
+    from search.study import trial_storage
+
+    sweeper = HydraConfig.get().sweeper
+    return TrialReporter(trial_storage(sweeper.get("storage")), str(cfg.trial.optuna_study), int(number),
+                         make_pruner(sweeper.get("pruner")))

@@ -35,13 +35,13 @@ def _forkserver() -> Any:
     return _context
 
 
-def run_isolated(cfg: dict, timeout_s: float) -> dict[str, Any]:
-    """Run `objectives.run_trial(cfg)` in a child; return the result dict with
-    `outcome` one of ok | diverged | infeasible | oom | crashed | timeout."""
+def run_isolated(cfg: dict, timeout_s: float, report: Any = None) -> dict[str, Any]:
+    """Run `objectives.run_trial(cfg, report)` in a child; return the result dict with
+    `outcome` one of ok | stopped_early | diverged | infeasible | oom | crashed | timeout."""
     with tempfile.TemporaryDirectory(prefix="search-trial-") as tmp:
         result_path = Path(tmp) / "result.json"
         started = time.perf_counter()
-        proc = _forkserver().Process(target=trial_child.main, args=(cfg, str(result_path), os.getpid()),
+        proc = _forkserver().Process(target=trial_child.main, args=(cfg, str(result_path), os.getpid(), report),
                                      name="search-trial")
         proc.start()
         gpus = trial_gpu_indices(int((cfg.get("parallel") or {}).get("devices", 1)))

@@ -4,7 +4,7 @@ Accuracy here is deterministic for a configuration and throughput varies by
 a few percent, so a repeat measures only noise; yet on a small categorical
 space TPE keeps proposing its favourite (seen in one default sweep: its last
 10 trials were the same two configurations, 8 of them repeats). When the sampler proposes a
-configuration this study has already completed, the proposal is closed as
+configuration this study has already completed (or stopped early), the proposal is closed as
 a failed trial marked `search.repeat_of` (samplers ignore failed trials, and
 no MLflow run or training is spent on it) and an unseen configuration drawn
 at random is enqueued in its place. Once every configuration has run, the
@@ -26,7 +26,8 @@ _DRAWS = 200
 
 
 def completed_configurations(study: optuna.Study) -> dict[tuple, int]:
-    done = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+    """Configurations that ran to an answer: completed, or stopped early (its rule would stop it again)."""
+    done = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED))
     return {_key(t.params): t.number for t in done}
 
 

@@ -5,6 +5,8 @@
   (a time-to-accuracy trial that never reached its target): COMPLETE with
   placeholder values and the `runnable` constraint violated, so samplers
   learn the region and the trial never ranks as best.
+- `stopped_early` (search/early_stopping.py): PRUNED, with the metrics
+  measured so far (the probe's throughput, the last evaluation); never best.
 - anything else (`diverged`, `crashed`, `timeout`): FAIL, with the reason.
 """
 from __future__ import annotations
@@ -20,6 +22,7 @@ from search.constraints import Constraint
 
 RUNNABLE = "runnable"  # 0 for a trial that ran and reported its objectives, 1 otherwise
 INFEASIBLE_OUTCOMES = ("oom", "infeasible")
+STOPPED_EARLY = "stopped_early"
 
 
 @dataclass
@@ -81,6 +84,8 @@ def tell(study: optuna.Study, trial: optuna.Trial, scored: Scored, directions: S
         for name, violation in scored.constraints.items():
             trial.set_constraint(name, violation)
         study.tell(trial, scored.values)
+    elif scored.outcome == STOPPED_EARLY:
+        study.tell(trial, state=TrialState.PRUNED)
     elif scored.outcome in INFEASIBLE_OUTCOMES:
         trial.set_constraint(RUNNABLE, 1.0)
         for name, violation in scored.constraints.items():

@@ -55,7 +55,7 @@ class SweepProgress:
                     better = max if direction == "maximize" else min
                     self._best[name] = better(self._best.get(name, metrics[name]), metrics[name])
         shown = " ".join(f"{k}={metrics[k]:.4g}" for k in self.objectives if k in metrics)
-        colour = "green" if outcome == "ok" else "red"
+        colour = {"ok": "green", "stopped_early": "yellow"}.get(outcome, "red")
         tail = f" [dim]{reason}[/dim]" if reason and outcome != "ok" else ("" if feasible else " [yellow]infeasible: violates a constraint[/yellow]")
         self._progress.console.print(f"trial {number} [{colour}]{outcome}[/{colour}] {shown}  [dim]{_short(params)}[/dim]{tail}")
         best = "  ".join(f"best {k}={v:.4g}" for k, v in self._best.items())

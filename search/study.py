@@ -32,6 +32,13 @@ def storage_location(storage: str | None) -> str:
     return str(Path(storage or DEFAULT_STORAGE).resolve())
 
 
+def trial_storage(storage: str | None) -> str:
+    """What a trial process opens to reach the study: the URL as given, or the journal's absolute path."""
+    if storage and "://" in storage:
+        return storage
+    return str(Path(storage or DEFAULT_STORAGE).resolve())
+
+
 def open_storage(storage: str | None) -> BaseStorage:
     if storage and "://" in storage:
         try:

@@ -26,6 +26,8 @@ from search import fingerprint, gpu_telemetry, nightly, tracking
 from search.batch_probe import ProbeFailed, bound_batch_size, probe_overrides
 from search.constraints import Constraint, parse_constraints
 from search.doctor import removed_values, runnable_knob_values
+from search.early_stopping import (check_margin, choose_mode, describe_mode, intermediate_series, make_pruner,
+                                   trial_overrides)
 from search.errors import EXIT_GAVE_UP, BadInput, Interrupted, exit_bad_input
 from search.failure_policy import FailurePolicy
 from search.hardware import fit_to_machine
@@ -52,6 +54,8 @@ class Plan:
     study_name: str
     storage: Any
     sampler: optuna.samplers.BaseSampler
+    early_stopping: str = "off"  # pruner | staged | off (search/early_stopping.py)
+    pruner: Any = None
 
 
 def flatten(cfg: Any, prefix: str = "") -> dict[str, Any]:
@@ -70,7 +74,8 @@ class SweeperImpl:
                  seed: int | None = None, params: Any = None, experiment_name: str | None = None,
                  constraints: Any = None, max_retries: int = 1, stale_after_s: float = 120.0,
                  max_failure_rate: float = 0.5, failure_min_trials: int = 4, batch_size_probe: bool = False,
-                 nightly: Any = None) -> None:
+                 nightly: Any = None, pruner: Any = None, early_stopping: bool = True,
+                 early_stopping_margin: float = 0.1) -> None:
         to_py = lambda x: OmegaConf.to_container(x, resolve=True) if OmegaConf.is_config(x) else x  # noqa: E731
         self.sampler_cfg = to_py(sampler)
         self.direction = to_py(direction)
@@ -90,6 +95,9 @@ class SweeperImpl:
         self.nightly = to_py(nightly) or {}
         self.job_idx = 0
         self.rng = random.Random(seed)
+        self.pruner_cfg = to_py(pruner)
+        self.early_stopping = early_stopping
+        self.early_stopping_margin = early_stopping_margin
 
     def setup(self, *, hydra_context: Any, task_function: Any, config: DictConfig) -> None:
         self.hydra_context = hydra_context
@@ -172,7 +180,10 @@ class SweeperImpl:
             space = self._probe_batch_size(space)  # last: the cheap checks above fail first
         sampler = make_sampler(self.sampler_cfg, self.seed, space.distributions)
         name = self.study_name or self._default_study_name()
-        return Plan(space, directions, objectives, constraints, name, storage, sampler)
+        check_margin(self.early_stopping_margin)
+        pruner = make_pruner(self.pruner_cfg)
+        mode = choose_mode(self.early_stopping, objectives, directions, pruner)
+        return Plan(space, directions, objectives, constraints, name, storage, sampler, mode, pruner)
 
     def _probe_batch_size(self, space: Space) -> Space:
         """Bound batch_size by what fits, measured in isolated probe trials before anything is created."""
@@ -207,6 +218,7 @@ class SweeperImpl:
         verb = "resuming" if resumed else "created"
         print(f"study {plan.study_name!r} {verb} ({len(study.trials)} trials so far) in "
               f"{storage_location(self.storage)}", flush=True)
+        print(describe_mode(plan.early_stopping, plan.pruner, self.early_stopping_margin), flush=True)
         self._recover(study)
         self._fingerprint(study)
         study.set_user_attr(OBJECTIVES, objectives)
@@ -219,6 +231,8 @@ class SweeperImpl:
             params={"n_trials": self.n_trials, "n_jobs": self.n_jobs, "directions": ",".join(plan.directions),
                     "objectives": ",".join(objectives), "sampler": type(plan.sampler).__name__,
                     "constraints": "; ".join(map(str, plan.constraints)) or "none",
+                    "early_stopping": plan.early_stopping, "pruner": type(plan.pruner).__name__,
+                    "early_stopping_margin": self.early_stopping_margin,
                     **{f"space.{k}": repr(d) for k, d in plan.space.distributions.items()}},
             tags={"search.storage": storage_location(self.storage), **fingerprint.as_tags(self.machine),
                   **(nightly.run_tags(night) if night else {})},
@@ -289,7 +303,7 @@ class SweeperImpl:
                    heartbeat: Heartbeat, batch: int) -> list[str]:
         trials = [ask_unseen(study, plan.space.distributions, self.rng) for _ in range(batch)]
         overrides = [plan.space.fixed_overrides + [to_override(k, t.params[k]) for k in plan.space.distributions]
-                     for t in trials]
+                     + trial_overrides(study, t, plan.early_stopping, self.early_stopping_margin) for t in trials]
         try:
             for trial, lines in zip(trials, overrides):
                 heartbeat.track(trial)
@@ -317,10 +331,13 @@ class SweeperImpl:
                progress: SweepProgress) -> str:
         scored = score(result, plan.objectives, len(plan.directions), plan.constraints)
         tell(study, trial, scored, plan.directions)
+        series = dict(result.get("series") or {}) if isinstance(result, dict) else {}
+        if plan.early_stopping == "pruner":
+            series.update(intermediate_series(study, trial))
         tracking.end_trial(sweep, trial.number, scored.outcome, scored.metrics,
                            {"search.reason": scored.reason, **{f"search.info.{k}": v for k, v in scored.info.items()},
                             **{k: str(v) for k, v in trial.user_attrs.items() if k.startswith("search.")}},
-                           result.get("series") if isinstance(result, dict) else None)
+                           series)
         shown = scored.metrics or dict(zip(progress.objectives, scored.values or []))
         feasible = all(v <= 0 for v in scored.constraints.values())
         progress.finished(trial.number, scored.outcome, shown, trial.params, plan.directions, scored.reason, feasible)

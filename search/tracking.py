@@ -28,6 +28,7 @@ from search.redact import redact
 
 _MAX_PARAM_CHARS = 6000
 _BATCH = 100
+_RUN_STATUS = {"ok": "FINISHED", "stopped_early": "KILLED"}  # stopped on purpose by early stopping
 RETRY_AFTER_S = 10.0  # after a failed write, wait this long before trying MLflow again
 
 
@@ -141,7 +142,7 @@ def _write(sweep: Sweep, record: TrialRecord) -> None:
     if record.ended:
         _log_series(sweep, record.run_id, record.series)
         _log(sweep, record.run_id, metrics=record.metrics, tags={"search.outcome": record.outcome, **record.tags})
-        sweep.client.set_terminated(record.run_id, status="FINISHED" if record.outcome == "ok" else "FAILED")
+        sweep.client.set_terminated(record.run_id, status=_RUN_STATUS.get(record.outcome, "FAILED"))
 
 
 def _attempt(sweep: Sweep, write: Callable[[], None]) -> bool:

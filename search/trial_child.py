@@ -46,13 +46,14 @@ def outcome_of(err: BaseException) -> str:
     return "oom" if isinstance(err, MemoryError) or any(w in text for w in _OOM_WORDS) else "crashed"
 
 
-def main(cfg: dict, result_path: str, sweep_pid: int) -> None:
+def main(cfg: dict, result_path: str, sweep_pid: int, report: object = None) -> None:
+    """`report`: a search.reporter.TrialReporter when an Optuna pruner watches this trial."""
     die_with_sweep(sweep_pid)
     cap_memory((cfg.get("trial") or {}).get("max_memory_bytes"))
     import objectives
 
     try:
-        result = objectives.run_trial(cfg).to_dict()
+        result = objectives.run_trial(cfg, report).to_dict()  # type: ignore[arg-type]
     except objectives.ConfigError as err:
         result = {"outcome": "infeasible", "reason": str(err), "metrics": {}, "info": {}}
     except BaseException as err:  # noqa: BLE001 - every failure becomes data

@@ -25,6 +25,20 @@ _SAMPLERS = {
 # multivariate TPE with 5 startup trials had a better front than Optuna's TPE defaults.
 _SAMPLER_ARGS = {"tpe": {"multivariate": True, "n_startup_trials": 5}}
 
+# Optuna's pruners for single-objective sweeps (docs/early_stopping.md); steps are evaluations, 10 per trial by default.
+_PRUNERS = {
+    "median": {"_target_": "optuna.pruners.MedianPruner", "n_startup_trials": 5, "n_warmup_steps": 3,
+               "interval_steps": 1},
+    "percentile": {"_target_": "optuna.pruners.PercentilePruner", "percentile": 25.0, "n_startup_trials": 5,
+                   "n_warmup_steps": 3, "interval_steps": 1},
+    "successive_halving": {"_target_": "optuna.pruners.SuccessiveHalvingPruner", "min_resource": "auto",
+                           "reduction_factor": 4, "min_early_stopping_rate": 0},
+    "hyperband": {"_target_": "optuna.pruners.HyperbandPruner", "min_resource": 1, "max_resource": "auto",
+                  "reduction_factor": 3},
+    "wilcoxon": {"_target_": "optuna.pruners.WilcoxonPruner", "p_threshold": 0.1, "n_startup_steps": 2},
+    "none": {"_target_": "optuna.pruners.NopPruner"},
+}
+
 
 @dataclass
 class NightlyConf:
@@ -47,8 +61,13 @@ class SearchSweeperConf:
     _target_: str = "hydra_plugins.search_sweeper.search_sweeper.SearchSweeper"
     _recursive_: bool = False  # the sweeper builds the sampler itself (the grid sampler needs the space)
     # gp: fewest trials to the target in scripts/bench/search_efficiency.py (docs/BENCHMARKS.md)
-    defaults: List[Any] = field(default_factory=lambda: ["_self_", {"sampler": "gp"}])
+    defaults: List[Any] = field(default_factory=lambda: ["_self_", {"sampler": "gp"}, {"pruner": "median"}])
     sampler: Any = None
+    pruner: Any = None  # hydra/sweeper/pruner: Optuna's pruner on the accuracy curve of single-objective sweeps
+    early_stopping: bool = True  # false: every trial trains its whole budget
+    # Two objectives: a trial stops after its throughput probe when it is this fraction slower than the fastest
+    # completed trial with the best accuracy so far (it cannot reach the Pareto front then).
+    early_stopping_margin: float = 0.1
     direction: Any = field(default_factory=lambda: ["maximize", "maximize"])
     # Metric names the directions apply to, when a trial returns a dict of metrics.
     objectives: Any = field(default_factory=lambda: ["throughput_samples_per_s", "val_accuracy"])
@@ -76,6 +95,8 @@ for _name, _target in _SAMPLERS.items():
         group="hydra/sweeper/sampler", name=_name, provider="search",
         node={"_target_": _target, "seed": None, **_SAMPLER_ARGS.get(_name, {})},
     )
+for _name, _node in _PRUNERS.items():
+    ConfigStore.instance().store(group="hydra/sweeper/pruner", name=_name, node=_node, provider="search")
 
 
 class SearchSweeper(Sweeper):

@@ -1,0 +1,113 @@
+"""Early stopping inside a trial: a throughput probe and a reported learning curve.
+
+Two checks, both optional, both decided on rank 0 and obeyed by every rank:
+
+- **throughput probe** (``train.stop_below_samples_per_s``, set per trial by
+  the sweep in two-objective mode): after the warm-up and
+  ``train.probe_steps`` timed steps (rounded up to whole timing windows), the
+  probe's throughput (median of its windows) is compared with the bar; below
+  it, the trial stops. The sweep sets the bar so that a trial stopped here
+  cannot reach the Pareto front (docs/early_stopping.md).
+- **learning curve** (a ``report(step, value) -> should_stop`` callable, given
+  by the sweep in single-objective mode): every ``train.eval_every_samples``
+  (0: every ~10% of the budget) the model is evaluated and its
+  ``val_accuracy`` reported at step k for the k-th evaluation (k from 1), so
+  trials with other batch sizes report at the same steps, after the same
+  number of samples; the callable says whether to stop (an Optuna pruner
+  decides, on the sweep's side).
+
+Evaluations are kept out of the throughput windows, like time-to-accuracy's.
+This module knows nothing of Optuna: ``report`` is a plain callable.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+from objectives.config import TrainConfig
+from objectives.knobs.parallel import rank0_decides
+from objectives.timing import WindowPlan, throughput_summary
+
+Report = Callable[[int, float], bool]  # (step, value) -> should the trial stop
+
+
+@dataclass
+class EarlyStop:
+    plan: WindowPlan
+    global_batch: int
+    probe_end_step: int  # 0: no probe
+    min_throughput_samples_per_s: float | None
+    every_steps: int  # 0: no learning curve
+    curve: bool  # every rank knows whether rank 0 reports, so all take part in the decision
+    report: Report | None  # rank 0's reporter; None on other ranks
+    evaluate: Callable[[], dict[str, float]]
+    probe_throughput_samples_per_s: float | None = None
+    reported: dict[int, float] = field(default_factory=dict)
+    last_eval: dict[str, float] = field(default_factory=dict)
+    eval_wall_s: float = 0.0
+    reason: str = ""
+
+    def should_stop(self, steps_done: int, steps: int, step_times_s: list[float]) -> bool:
+        """Called after every training step; True (on every rank) when the trial must stop."""
+        if self.probe_end_step and steps_done == self.probe_end_step and self._probe_too_slow(step_times_s):
+            return True
+        if self.curve and steps_done % self.every_steps == 0 and steps_done < steps:
+            return self._curve_says_stop(steps_done)
+        return False
+
+    def _probe_too_slow(self, step_times_s: list[float]) -> bool:
+        summary = throughput_summary(step_times_s, self.plan, self.global_batch)
+        self.probe_throughput_samples_per_s = summary.get("throughput_samples_per_s")
+        bar = self.min_throughput_samples_per_s
+        slow = bar is not None and self.probe_throughput_samples_per_s is not None and \
+            self.probe_throughput_samples_per_s < bar
+        if rank0_decides(slow):
+            self.reason = (f"probe throughput {self.probe_throughput_samples_per_s or 0:.4g} samples/s is below "
+                           f"{bar:.4g} (train.stop_below_samples_per_s): it cannot reach the Pareto front")
+            return True
+        return False
+
+    def _curve_says_stop(self, steps_done: int) -> bool:
+        start = time.perf_counter()
+        self.last_eval = self.evaluate()
+        self.eval_wall_s += time.perf_counter() - start
+        step = steps_done // self.every_steps
+        stop = False
+        if self.report is not None and "val_accuracy" in self.last_eval:
+            self.reported[step] = self.last_eval["val_accuracy"]
+            stop = bool(self.report(step, self.last_eval["val_accuracy"]))
+        if rank0_decides(stop):
+            samples = steps_done * self.global_batch
+            self.reason = (f"early stopping ended the learning curve at evaluation {step} ({samples} samples, "
+                           f"val_accuracy {self.last_eval.get('val_accuracy', math.nan):.4g})")
+            return True
+        return False
+
+    def metrics(self) -> dict[str, float]:
+        out: dict[str, float] = {}
+        if self.probe_throughput_samples_per_s is not None:
+            out["probe_throughput_samples_per_s"] = self.probe_throughput_samples_per_s
+        if self.curve:
+            out["early_stop_evals"] = float(len(self.reported))
+            out["early_stop_eval_wall_s"] = self.eval_wall_s
+        return out
+
+
+def plan_early_stop(train: TrainConfig, plan: WindowPlan, steps: int, global_batch: int, report: Report | None,
+                    curve: bool, evaluate: Callable[[], dict[str, float]]) -> EarlyStop | None:
+    """None when neither check applies; the probe only when it ends before training does."""
+    probe_end = 0
+    if train.stop_below_samples_per_s is not None:
+        windows = max(1, math.ceil(train.probe_steps / plan.window_steps))
+        probe_end = plan.warmup_steps + windows * plan.window_steps
+        probe_end = probe_end if probe_end < steps else 0
+    every_samples = train.eval_every_samples or max(1, train.budget_samples // 10)
+    every_steps = max(1, math.ceil(every_samples / global_batch)) if curve else 0
+    if not probe_end and not curve:
+        return None
+    probe_plan = WindowPlan(plan.warmup_steps, plan.window_steps, (probe_end - plan.warmup_steps) // plan.window_steps)
+    return EarlyStop(probe_plan, global_batch, probe_end, train.stop_below_samples_per_s, every_steps,
+                     curve, report, evaluate)
