@@ -161,6 +161,8 @@ class SweeperImpl:
         if self.n_trials < 1 or self.n_jobs < 1:
             raise BadInput(f"hydra.sweeper.n_trials and n_jobs must be >= 1; got n_trials={self.n_trials} "
                            f"n_jobs={self.n_jobs}; fix: hydra.sweeper.n_trials=20")
+        check_margin(self.early_stopping_margin)
+        pruner = make_pruner(self.pruner_cfg)
         space = build_space(self.params, arguments)
         measures_accuracy = True
         if getattr(self.task_function, "__module__", "") == "search.app":
@@ -180,8 +182,6 @@ class SweeperImpl:
             space = self._probe_batch_size(space)  # last: the cheap checks above fail first
         sampler = make_sampler(self.sampler_cfg, self.seed, space.distributions)
         name = self.study_name or self._default_study_name()
-        check_margin(self.early_stopping_margin)
-        pruner = make_pruner(self.pruner_cfg)
         mode = choose_mode(self.early_stopping, objectives, directions, pruner)
         return Plan(space, directions, objectives, constraints, name, storage, sampler, mode, pruner)
 
