@@ -4,8 +4,8 @@ Two checks, both optional, both decided on rank 0 and obeyed by every rank:
 
 - **throughput probe** (``train.stop_below_samples_per_s``, set per trial by
   the sweep in two-objective mode): after the warm-up and
-  ``train.probe_steps`` timed steps (rounded up to whole timing windows), the
-  probe's throughput (median of its windows) is compared with the bar; below
+  ``train.probe_steps`` timed steps (rounded up to whole timing windows; no
+  probe when that is past half of the trial's steps), the probe's throughput (median of its windows) is compared with the bar; below
   it, the trial stops. The sweep sets the bar so that a trial stopped here
   cannot reach the Pareto front (docs/early_stopping.md).
 - **learning curve** (a ``report(step, value) -> should_stop`` callable, given
@@ -98,12 +98,12 @@ class EarlyStop:
 
 def plan_early_stop(train: TrainConfig, plan: WindowPlan, steps: int, global_batch: int, report: Report | None,
                     curve: bool, evaluate: Callable[[], dict[str, float]]) -> EarlyStop | None:
-    """None when neither check applies; the probe only when it ends before training does."""
+    """None when neither check applies; the probe only when it ends within the first half of the steps."""
     probe_end = 0
     if train.stop_below_samples_per_s is not None:
         windows = max(1, math.ceil(train.probe_steps / plan.window_steps))
         probe_end = plan.warmup_steps + windows * plan.window_steps
-        probe_end = probe_end if probe_end < steps else 0
+        probe_end = probe_end if probe_end <= steps // 2 else 0  # a probe past half the budget saves too little
     every_samples = train.eval_every_samples or max(1, train.budget_samples // 10)
     every_steps = max(1, math.ceil(every_samples / global_batch)) if curve else 0
     if not probe_end and not curve:

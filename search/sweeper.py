@@ -182,7 +182,9 @@ class SweeperImpl:
             space = self._probe_batch_size(space)  # last: the cheap checks above fail first
         sampler = make_sampler(self.sampler_cfg, self.seed, space.distributions)
         name = self.study_name or self._default_study_name()
-        mode = choose_mode(self.early_stopping, objectives, directions, pruner)
+        # Only this package's trials report a curve and run the probe, and only with an accuracy to report.
+        trains_here = getattr(self.task_function, "__module__", "") == "search.app" and measures_accuracy
+        mode = choose_mode(self.early_stopping and trains_here, objectives, directions, pruner)
         return Plan(space, directions, objectives, constraints, name, storage, sampler, mode, pruner)
 
     def _probe_batch_size(self, space: Space) -> Space:

@@ -78,7 +78,8 @@ def _trial_runs(workdir: Path) -> dict[int, object]:
 def test_two_objectives_a_slow_trial_stops_after_its_probe_a_faster_one_never(workdir: Path) -> None:
     """Image side 96 px costs ~9x the compute of 32 px: forced slow. 16 px is faster than anything before it."""
     done = run_search("multirun", "hydra.sweeper.params=null", "objective.image_size_px=choice(16,32,96)",
-                      "batch_size=32", "train.budget_samples=1000", "train.probe_steps=10",
+                      "batch_size=32", "train.budget_samples=1000", "train.window_steps=5",
+                      "train.probe_steps=5",
                       "hydra.sweeper.n_trials=3", "hydra.sweeper.seed=0", cwd=workdir)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "early stopping: a trial whose throughput probe" in done.stdout
