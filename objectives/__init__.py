@@ -26,11 +26,15 @@ Every knob and the flag that controls it:
 - the budget and timing (``train.budget_samples``, ``warmup_steps``,
   ``window_steps``, ``seed``, ``eval_batch_size``)
 - time to accuracy (``train.target_val_accuracy``, ``train.eval_every_samples``)
+- early stopping (objectives/early_stop.py): a throughput probe against
+  ``train.stop_below_samples_per_s`` after ``train.probe_steps``, and the
+  learning curve handed to ``run_trial(cfg, report)``'s ``report(step,
+  value) -> should_stop``; a stopped trial's outcome is ``stopped_early``
 
 A knob a workload cannot use is listed in info ``knobs_not_applied``.
 
 Imports only torch, numpy, scikit-learn, psutil and torch-pruning; never the
-sweeper, Optuna, Hydra or MLflow.
+sweeper, Optuna, Hydra or MLflow (the ``report`` callable is the sweep's).
 """
 
 from objectives.config import ConfigError, TrialConfig, parse_config

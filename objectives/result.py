@@ -1,8 +1,8 @@
 """What a trial hands back to the sweep.
 
 Plain data that survives a pipe and a JSON file: the parent process decides
-oom/timeout/crashed outcomes itself, so a trial only ever reports "ok" or
-"diverged", plus its metrics (numbers with units in their names) and info
+oom/timeout/crashed outcomes itself, so a trial only ever reports "ok",
+"diverged" or "stopped_early" (early stopping ended it), plus its metrics (numbers with units in their names) and info
 (strings such as the dtype actually used).
 """
 
