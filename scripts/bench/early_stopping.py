@@ -72,6 +72,8 @@ def sweep(overrides: list[str], early_stopping: bool) -> dict:
             "front": {_key(t.params) for t in (front_trials(study)[:1] if len(study.directions) == 1
                                                else front_trials(study))},
             "train_wall_s": sum(t.user_attrs.get("metrics", {}).get("trial_wall_s", 0.0) for t in trials),
+            # the work done, in samples trained: unlike wall time, other processes on the machine do not change it
+            "samples": sum(t.user_attrs.get("metrics", {}).get("samples_trained", 0.0) for t in trials),
         }
 
 
@@ -95,15 +97,17 @@ def main() -> None:
     answer = "Pareto front" if args.mode == "pareto" else "constrained best"
     wrong_stops = off["front"] & on["stopped"]
     lines = [
-        f"| sweep | wall s | trials run | stopped early | summed trial wall s | {answer} |",
-        "| --- | --- | --- | --- | --- | --- |",
+        f"| sweep | wall s | trials run | stopped early | summed trial wall s | samples trained | {answer} |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
         *(f"| {name} | {r['wall_s']:.1f} | {r['trials']} | {len(r['stopped'])} | {r['train_wall_s']:.1f} | "
+          f"{r['samples']:.0f} | "
           f"{'; '.join(sorted(r['front'])) or '(none)'} |" for name, r in (("with early stopping", on),
                                                                             ("without", off))),
     ]
     saved = 1 - on["wall_s"] / off["wall_s"]
     summary = (f"**{answer} {'the same' if on['front'] == off['front'] else 'differs'}**; early stopping saved "
-               f"{saved:.0%} of the sweep's wall time ({off['wall_s']:.0f} s -> {on['wall_s']:.0f} s); "
+               f"{saved:.0%} of the sweep's wall time ({off['wall_s']:.0f} s -> {on['wall_s']:.0f} s) and "
+               f"{1 - on['samples'] / max(off['samples'], 1):.0%} of the samples trained; "
                f"configurations on the full sweep's {answer} that early stopping stopped: {len(wrong_stops)}.")
     print("\n".join(lines))
     print(summary)
