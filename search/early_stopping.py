@@ -27,6 +27,7 @@ from hydra.utils import instantiate
 from optuna.trial import TrialState
 
 from search.errors import BadInput
+from search.no_repeat import REPLACES_ATTR
 from search.outcome import is_feasible
 from search.space import to_override
 
@@ -78,7 +79,15 @@ def throughput_bar(trials: Sequence[optuna.trial.FrozenTrial], margin: float) ->
 
 
 def trial_overrides(study: optuna.Study, trial: optuna.Trial, mode: str, margin: float) -> list[str]:
-    """The Hydra overrides that hand a trial its early-stopping instructions."""
+    """The Hydra overrides that hand a trial its early-stopping instructions.
+
+    A trial enqueued on purpose (a retry, the nightly incumbent's repeats, a
+    warm start) runs to the end: a re-measurement that got slower is exactly
+    what must be measured, not stopped. A configuration drawn to replace a
+    repeat (search/no_repeat.py) is an ordinary proposal."""
+    enqueued = "fixed_params" in study._storage.get_trial_system_attrs(trial._trial_id)
+    if enqueued and REPLACES_ATTR not in trial.user_attrs:
+        return []
     if mode == "staged":
         bar = throughput_bar(study.get_trials(deepcopy=False), margin)
         return [] if bar is None else [f"train.stop_below_samples_per_s={bar:.6g}"]

@@ -15,7 +15,7 @@ from optuna.distributions import CategoricalDistribution
 from optuna.trial import TrialState
 
 from conftest import run_search
-from search.early_stopping import choose_mode, throughput_bar
+from search.early_stopping import choose_mode, throughput_bar, trial_overrides
 from search.no_repeat import completed_configurations
 from search.outcome import is_feasible, score, tell
 
@@ -52,6 +52,11 @@ def test_the_bar_is_the_fastest_trial_holding_the_best_accuracy() -> None:
     assert stopped.number not in {t.number for t in study.best_trials}
     assert not is_feasible(study.trials[3]) and study.trials[3].number not in {t.number for t in study.best_trials}
     assert len(completed_configurations(study)) == 5  # a stopped configuration is not proposed again
+
+    proposed = study.ask(SPACE)
+    assert trial_overrides(study, proposed, "staged", 0.1) == ["train.stop_below_samples_per_s=630"]
+    study.enqueue_trial({"x": 2}, user_attrs={"search.nightly.role": "incumbent"})  # a re-measurement
+    assert trial_overrides(study, study.ask(SPACE), "staged", 0.1) == []  # runs to the end
 
     nop, median = optuna.pruners.NopPruner(), optuna.pruners.MedianPruner()
     assert choose_mode(True, OBJECTIVES, ["maximize", "maximize"], median) == "staged"
