@@ -85,7 +85,7 @@ def test_two_objectives_a_slow_trial_stops_after_its_probe_a_faster_one_never(wo
     done = run_search("multirun", "hydra.sweeper.params=null", "objective.image_size_px=choice(16,32,96)",
                       "batch_size=32", "train.budget_samples=1000", "train.window_steps=5",
                       "train.probe_steps=5",
-                      "hydra.sweeper.n_trials=3", "hydra.sweeper.seed=0", cwd=workdir)
+                      "hydra.sweeper.n_trials=3", "hydra.sweeper.seed=0", "hydra/sweeper/sampler=tpe", cwd=workdir)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "early stopping: a trial whose throughput probe" in done.stdout
     study = _study(workdir)
@@ -119,6 +119,7 @@ def test_one_objective_with_constraints_the_median_pruner_stops_a_bad_trial(work
     done = run_search("multirun", "hydra.sweeper.params=null", "optim.lr=choice(0.005,0.00001)",
                       "model_pruning.ratio=choice(0.0,0.5)", "batch_size=32", "train.budget_samples=1000",
                       "train.eval_every_samples=200", "hydra.sweeper.n_trials=3", "hydra.sweeper.seed=2",
+                      "hydra/sweeper/sampler=tpe",
                       "hydra.sweeper.objectives=[throughput_samples_per_s]", "hydra.sweeper.direction=maximize",
                       "hydra.sweeper.constraints=['val_accuracy >= 0.5','params_count <= 7000']",
                       "hydra/sweeper/pruner=median", "hydra.sweeper.pruner.n_startup_trials=1",
