@@ -2,7 +2,9 @@
 
 Runs in the sweep process under Hydra's launcher; the training itself runs
 in an isolated child (isolate.py). Returns a plain dict so that any Hydra
-launcher (basic, joblib, submitit) can carry it back to the sweeper.
+launcher (basic, joblib, submitit) can carry it back to the sweeper; under
+the sweeper's device slots (slots.py) it returns the running trial instead,
+and the sweeper waits for it.
 """
 from __future__ import annotations
 
@@ -12,12 +14,18 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
-from search.isolate import run_isolated
+from search import slots
+from search.isolate import start_isolated
 
 
-def task(cfg: DictConfig) -> dict[str, Any]:
+def task(cfg: DictConfig) -> Any:
     job_cfg = OmegaConf.to_container(cfg, resolve=True)
-    result = run_isolated(job_cfg, timeout_s=float(cfg.trial.timeout_s), report=_reporter(cfg))
+    visible = cfg.trial.get("visible_devices")
+    running = start_isolated(job_cfg, timeout_s=float(cfg.trial.timeout_s), report=_reporter(cfg),
+                             visible_devices=None if visible is None else str(visible))
+    if slots.jobs_detached():
+        return running
+    result = running.wait()
     if HydraConfig.get().mode == RunMode.RUN:
         from search.report import print_single
 

@@ -5,6 +5,10 @@ preloaded, so a trial starts in milliseconds yet shares no memory, threads
 or CUDA context with the sweep or with earlier trials. The result comes back
 as a JSON file written atomically; a child that dies without one, or runs
 past its timeout, becomes an outcome instead of an exception.
+
+`start_isolated` returns as soon as the child runs, so that the sweeper's
+device slots (search/slots.py) can run several trials at once;
+`run_isolated` starts one and waits for it.
 """
 from __future__ import annotations
 
@@ -13,7 +17,10 @@ import multiprocessing as mp
 import os
 import signal
 import tempfile
+import threading
 import time
+from contextlib import ExitStack
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -35,45 +42,121 @@ def _forkserver() -> Any:
     return _context
 
 
-def run_isolated(cfg: dict, timeout_s: float, report: Any = None) -> dict[str, Any]:
-    """Run `objectives.run_trial(cfg, report)` in a child; return the result dict with
-    `outcome` one of ok | stopped_early | diverged | infeasible | oom | crashed | timeout."""
-    with tempfile.TemporaryDirectory(prefix="search-trial-") as tmp:
+def warm_up() -> threading.Thread:
+    """Start the forkserver (it imports torch: seconds) in the background while
+    the sweep asks for its first trials; join the thread before the first
+    trial starts, so that with device slots the first slot does not hold up
+    the others while torch is imported."""
+
+    def boot() -> None:
+        proc = _forkserver().Process(target=time.sleep, args=(0,), name="search-warm-up")
+        proc.start()
+        proc.join()
+
+    thread = threading.Thread(target=boot, name="search-forkserver-warm-up", daemon=True)
+    thread.start()
+    return thread
+
+
+@dataclass
+class RunningTrial:
+    """A trial's child process, its samplers and its deadline."""
+
+    cfg: dict
+    proc: Any
+    timeout_s: float
+    started: float
+    result_path: Path
+    sampler: TreeSampler
+    gpu: GpuSampler
+    gpus: list[int]
+    _cleanup: ExitStack = field(default_factory=ExitStack)
+
+    @property
+    def sentinel(self) -> int:
+        return self.proc.sentinel
+
+    def seconds_left(self) -> float:
+        return max(0.0, self.started + self.timeout_s - time.perf_counter())
+
+    def done(self) -> bool:
+        return not self.proc.is_alive() or self.seconds_left() == 0.0
+
+    def kill(self) -> None:
+        """Stop the samplers, kill the child's process tree, remove its files."""
+        self._cleanup.close()
+
+    def wait(self) -> dict[str, Any]:
+        """Block until the child ends or its deadline passes; the result dict with
+        `outcome` one of ok | stopped_early | diverged | infeasible | oom | crashed | timeout."""
+        try:
+            self.proc.join(self.seconds_left())
+            timed_out = self.proc.is_alive()
+            if timed_out:
+                kill_tree(self.proc.pid)
+                self.proc.join()
+            wall_s = time.perf_counter() - self.started
+            if timed_out:
+                result = {"outcome": "timeout", "reason": f"ran past trial.timeout_s={self.timeout_s:g}"}
+            elif self.result_path.exists():
+                result = json.loads(self.result_path.read_text())
+            else:
+                result = {"outcome": "crashed", "reason": _exit_reason(self.proc.exitcode)}
+        finally:
+            self.kill()
+        return _with_telemetry(result, self, wall_s)
+
+
+def start_isolated(cfg: dict, timeout_s: float, report: Any = None,
+                   visible_devices: str | None = None) -> RunningTrial:
+    """Start `objectives.run_trial(cfg, report)` in a child that sees only `visible_devices`
+    (CUDA_VISIBLE_DEVICES; None: the sweep's own) and return without waiting."""
+    cleanup = ExitStack()
+    try:
+        tmp = cleanup.enter_context(tempfile.TemporaryDirectory(prefix="search-trial-"))
         result_path = Path(tmp) / "result.json"
         started = time.perf_counter()
-        proc = _forkserver().Process(target=trial_child.main, args=(cfg, str(result_path), os.getpid(), report),
+        proc = _forkserver().Process(target=trial_child.main,
+                                     args=(cfg, str(result_path), os.getpid(), report, visible_devices),
                                      name="search-trial")
         proc.start()
-        gpus = trial_gpu_indices(int((cfg.get("parallel") or {}).get("devices", 1)))
-        try:
-            with TreeSampler(proc.pid) as sampler, GpuSampler(gpus) as gpu:
-                proc.join(timeout_s)
-                timed_out = proc.is_alive()
-        finally:
-            if proc.is_alive():
-                kill_tree(proc.pid)
-                proc.join()
-        wall_s = time.perf_counter() - started
-        if timed_out:
-            result = {"outcome": "timeout", "reason": f"ran past trial.timeout_s={timeout_s:g}"}
-        elif result_path.exists():
-            result = json.loads(result_path.read_text())
-        else:
-            result = {"outcome": "crashed", "reason": _exit_reason(proc.exitcode)}
+        cleanup.callback(_end, proc)
+        gpus = trial_gpu_indices(int((cfg.get("parallel") or {}).get("devices", 1)), visible_devices)
+        sampler = cleanup.enter_context(TreeSampler(proc.pid))
+        gpu = cleanup.enter_context(GpuSampler(gpus))
+    except BaseException:
+        cleanup.close()
+        raise
+    return RunningTrial(cfg, proc, timeout_s, started, result_path, sampler, gpu, gpus, cleanup)
+
+
+def run_isolated(cfg: dict, timeout_s: float, report: Any = None,
+                 visible_devices: str | None = None) -> dict[str, Any]:
+    """Run `objectives.run_trial(cfg, report)` in a child and wait for its result."""
+    return start_isolated(cfg, timeout_s, report, visible_devices).wait()
+
+
+def _with_telemetry(result: dict[str, Any], trial: RunningTrial, wall_s: float) -> dict[str, Any]:
     result.setdefault("metrics", {})
     result.setdefault("info", {})
     result.setdefault("reason", "")
     metrics = result["metrics"]
-    metrics.update(sampler.metrics())
+    metrics.update(trial.sampler.metrics())
     metrics["trial_wall_s"] = wall_s
-    gpu_report = gpu.report(metrics)
+    gpu_report = trial.gpu.report(metrics)
     metrics.update(gpu_report.metrics)
     result["info"].update(gpu_report.info)
     result["series"] = gpu_report.series
-    value = trial_mfu(metrics, gpu.device_name, str(cfg.get("precision")), len(gpus))
+    value = trial_mfu(metrics, trial.gpu.device_name, str(trial.cfg.get("precision")), len(trial.gpus))
     if value is not None:
         metrics["mfu"] = value
     return result
+
+
+def _end(proc: Any) -> None:
+    if proc.is_alive():
+        kill_tree(proc.pid)
+    proc.join()
 
 
 def _exit_reason(exitcode: int | None) -> str:

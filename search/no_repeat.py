@@ -4,7 +4,8 @@ Accuracy here is deterministic for a configuration and throughput varies by
 a few percent, so a repeat measures only noise; yet on a small categorical
 space TPE keeps proposing its favourite (seen in one default sweep: its last
 10 trials were the same two configurations, 8 of them repeats). When the sampler proposes a
-configuration this study has already completed (or stopped early), the proposal is closed as
+configuration this study has already completed (or stopped early, or is
+running now on another device slot or worker), the proposal is closed as
 a failed trial marked `search.repeat_of` (samplers ignore failed trials, and
 no MLflow run or training is spent on it) and an unseen configuration drawn
 at random is enqueued in its place. Once every configuration has run, the
@@ -25,10 +26,12 @@ REPLACES_ATTR = "search.replaces"  # on the unseen configuration that ran instea
 _DRAWS = 200
 
 
-def completed_configurations(study: optuna.Study) -> dict[tuple, int]:
-    """Configurations that ran to an answer: completed, or stopped early (its rule would stop it again)."""
-    done = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED))
-    return {_key(t.params): t.number for t in done}
+def completed_configurations(study: optuna.Study, but: int | None = None) -> dict[tuple, int]:
+    """Configurations that ran to an answer (completed, or stopped early: its rule would stop it
+    again) or are running now (other device slots and workers run trials at the same time),
+    except trial number `but`."""
+    done = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING))
+    return {_key(t.params): t.number for t in done if t.number != but}
 
 
 def _key(params: Mapping[str, Any]) -> tuple:
@@ -50,7 +53,7 @@ def ask_unseen(study: optuna.Study, distributions: Mapping[str, BaseDistribution
     trial = study.ask(dict(distributions))
     if "fixed_params" in study._storage.get_trial_system_attrs(trial._trial_id):  # enqueued on purpose: it runs
         return trial
-    seen = completed_configurations(study)
+    seen = completed_configurations(study, but=trial.number)
     repeat_of = seen.get(_key(trial.params))
     if repeat_of is None:
         return trial

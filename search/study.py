@@ -2,7 +2,8 @@
 
 Default storage is a journal file in the working directory, so re-running
 the same command resumes the same study. Any SQLAlchemy URL
-(`sqlite:///...`, `postgresql://...`) selects Optuna's RDB storage instead.
+(`sqlite:///...`, `postgresql://...`) selects Optuna's RDB storage instead,
+and `grpc://host:port` Optuna's gRPC storage proxy (search/grpc_storage.py).
 """
 from __future__ import annotations
 
@@ -40,6 +41,10 @@ def trial_storage(storage: str | None) -> str:
 
 
 def open_storage(storage: str | None) -> BaseStorage:
+    if storage and storage.startswith("grpc://"):
+        from search.grpc_storage import open_grpc
+
+        return open_grpc(storage)
     if storage and "://" in storage:
         try:
             return RDBStorage(storage)

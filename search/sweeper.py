@@ -22,7 +22,7 @@ from hydra.core.utils import JobReturn, JobStatus
 from omegaconf import DictConfig, OmegaConf, open_dict
 from optuna.trial import TrialState
 
-from search import fingerprint, gpu_telemetry, nightly, tracking
+from search import fingerprint, gpu_telemetry, isolate, nightly, slots, tracking
 from search.batch_probe import ProbeFailed, bound_batch_size, probe_overrides
 from search.constraints import Constraint, parse_constraints
 from search.doctor import removed_values, runnable_knob_values
@@ -56,6 +56,7 @@ class Plan:
     sampler: optuna.samplers.BaseSampler
     early_stopping: str = "off"  # pruner | staged | off (search/early_stopping.py)
     pruner: Any = None
+    slots: list[slots.Slot] | None = None  # None: another launcher, batches of n_jobs
 
 
 def flatten(cfg: Any, prefix: str = "") -> dict[str, Any]:
@@ -75,7 +76,7 @@ class SweeperImpl:
                  constraints: Any = None, max_retries: int = 1, stale_after_s: float = 120.0,
                  max_failure_rate: float = 0.5, failure_min_trials: int = 4, batch_size_probe: bool = False,
                  nightly: Any = None, pruner: Any = None, early_stopping: bool = True,
-                 early_stopping_margin: float = 0.1) -> None:
+                 early_stopping_margin: float = 0.1, slots: Any = "auto", trials_per_gpu: int = 1) -> None:
         to_py = lambda x: OmegaConf.to_container(x, resolve=True) if OmegaConf.is_config(x) else x  # noqa: E731
         self.sampler_cfg = to_py(sampler)
         self.direction = to_py(direction)
@@ -93,6 +94,9 @@ class SweeperImpl:
         self.failure_policy = FailurePolicy(max_failure_rate, failure_min_trials)
         self.batch_size_probe = batch_size_probe
         self.nightly = to_py(nightly) or {}
+        self.slots_setting = slots
+        self.trials_per_gpu = trials_per_gpu
+        self._warming: Any = None  # the forkserver's warm-up thread (device slots)
         self.job_idx = 0
         self.rng = random.Random(seed)
         self.pruner_cfg = to_py(pruner)
@@ -185,7 +189,18 @@ class SweeperImpl:
         # Only this package's trials report a curve and run the probe, and only with an accuracy to report.
         trains_here = getattr(self.task_function, "__module__", "") == "search.app" and measures_accuracy
         mode = choose_mode(self.early_stopping and trains_here, objectives, directions, pruner)
-        return Plan(space, directions, objectives, constraints, name, storage, sampler, mode, pruner)
+        return Plan(space, directions, objectives, constraints, name, storage, sampler, mode, pruner,
+                    self._device_slots())
+
+    def _device_slots(self) -> list[slots.Slot] | None:
+        """Slots when this process runs the trials (the basic launcher and the search app), else None."""
+        from hydra._internal.core_plugins.basic_launcher import BasicLauncher
+
+        if not isinstance(self.launcher, BasicLauncher) or getattr(self.task_function, "__module__", "") != "search.app":
+            return None
+        from search.doctor import gpus
+
+        return slots.make_slots(self.slots_setting, self.trials_per_gpu, gpus().count)
 
     def _probe_batch_size(self, space: Space) -> Space:
         """Bound batch_size by what fits, measured in isolated probe trials before anything is created."""
@@ -231,6 +246,7 @@ class SweeperImpl:
         sweep = tracking.start_sweep(
             self.experiment_name or plan.study_name, plan.study_name,
             params={"n_trials": self.n_trials, "n_jobs": self.n_jobs, "directions": ",".join(plan.directions),
+                    "slots": len(plan.slots) if plan.slots else "none (launcher batches)",
                     "objectives": ",".join(objectives), "sampler": type(plan.sampler).__name__,
                     "constraints": "; ".join(map(str, plan.constraints)) or "none",
                     "early_stopping": plan.early_stopping, "pruner": type(plan.pruner).__name__,
@@ -257,8 +273,12 @@ class SweeperImpl:
                     if isinstance(plan.sampler, SweepGridSampler) and plan.sampler.is_exhausted(study):
                         progress.console.print(f"every grid point has run: stopping after {len(outcomes)} new trials")
                         break
-                    batch = min(self.n_jobs, target - len(outcomes))
-                    outcomes += self._run_batch(study, plan, sweep, progress, heartbeat, batch)
+                    if plan.slots is not None:
+                        outcomes += self._run_slots(study, plan, sweep, progress, heartbeat, outcomes,
+                                                    target - len(outcomes), deadline)
+                    else:
+                        batch = min(self.n_jobs, target - len(outcomes))
+                        outcomes += self._run_batch(study, plan, sweep, progress, heartbeat, batch)
                     if self.failure_policy.gives_up(outcomes):
                         break
             status = "FAILED" if self.failure_policy.gives_up(outcomes) else "FINISHED"
@@ -301,19 +321,72 @@ class SweeperImpl:
             print(f"trial {trial.number} was left running by a killed sweep: closed as failed"
                   f"{', enqueued again' if retried else ''}", flush=True)
 
+    def _propose(self, study: optuna.Study, plan: Plan, sweep: tracking.Sweep, heartbeat: Heartbeat) -> slots.Launch:
+        """Ask for the next trial and open its MLflow run. Trials that a worker
+        killed meanwhile left running are closed first (another worker's, or
+        a dead sweep's on this host), so their retries come next."""
+        self._recover(study)
+        trial = ask_unseen(study, plan.space.distributions, self.rng)
+        lines = (plan.space.fixed_overrides + [to_override(k, trial.params[k]) for k in plan.space.distributions]
+                 + trial_overrides(study, trial, plan.early_stopping, self.early_stopping_margin))
+        heartbeat.track(trial)
+        trial.set_user_attr("mlflow_parent_run_id", sweep.parent_run_id)
+        trial.set_user_attr("overrides", lines)
+        cfg = self._compose(lines)
+        run_id = tracking.start_trial(sweep, trial.number, flatten(cfg))
+        if run_id is not None:
+            trial.set_user_attr("mlflow_run_id", run_id)
+        return slots.Launch(trial, lines, int((cfg.get("parallel") or {}).get("devices", 1)))
+
+    def _run_slots(self, study: optuna.Study, plan: Plan, sweep: tracking.Sweep, progress: SweepProgress,
+                   heartbeat: Heartbeat, before: list[str], budget: int, deadline: float | None) -> list[str]:
+        """Every device slot takes the next trial as soon as its last one ends (search/slots.py), until
+        `budget` trials ran, the grid is used up or the deadline passed."""
+        outcomes: list[str] = []
+
+        def propose() -> slots.Launch | None:
+            if isinstance(plan.sampler, SweepGridSampler) and plan.sampler.is_exhausted(study):
+                return None
+            if deadline is not None and time.monotonic() > deadline:
+                return None
+            return self._propose(study, plan, sweep, heartbeat)
+
+        def start(launch: slots.Launch, taken: list[slots.Slot]) -> Any:
+            self._warming.join()
+            visible = slots.cuda_visible_devices(taken)
+            lines = launch.overrides + ([f"trial.visible_devices='{visible}'"] if visible else [])
+            launch.trial.set_user_attr("search.slots", ",".join(str(s.index) for s in taken))
+            launch.trial.set_user_attr("search.launched_unix_s", time.time())
+            progress.started([launch.trial.number], launch.trial.params)
+            with slots.detached_jobs():
+                ret = self.launcher.launch([lines], initial_job_idx=self.job_idx)[0]
+            self.job_idx += 1
+            return ret.return_value if ret.status == JobStatus.COMPLETED else _result_of(ret)
+
+        def finish(launch: slots.Launch, result: Any) -> bool:
+            launch.trial.set_user_attr("search.ended_unix_s", time.time())
+            outcomes.append(self._close(study, launch.trial, sweep, result, plan, progress))
+            heartbeat.untrack(launch.trial)
+            return self.failure_policy.gives_up(before + outcomes)
+
+        def abort(launch: slots.Launch, reason: str) -> None:
+            self._close(study, launch.trial, sweep, {"outcome": "crashed", "reason": reason}, plan, progress)
+            heartbeat.untrack(launch.trial)
+
+        if self._warming is None:
+            self._warming = isolate.warm_up()
+        slots.run(plan.slots or [], budget, propose, start, finish, abort)
+        return outcomes
+
     def _run_batch(self, study: optuna.Study, plan: Plan, sweep: tracking.Sweep, progress: SweepProgress,
                    heartbeat: Heartbeat, batch: int) -> list[str]:
-        trials = [ask_unseen(study, plan.space.distributions, self.rng) for _ in range(batch)]
-        overrides = [plan.space.fixed_overrides + [to_override(k, t.params[k]) for k in plan.space.distributions]
-                     + trial_overrides(study, t, plan.early_stopping, self.early_stopping_margin) for t in trials]
+        """Another launcher (joblib, submitit): a batch of trials, launched together, awaited together."""
+        trials, overrides = [], []
         try:
-            for trial, lines in zip(trials, overrides):
-                heartbeat.track(trial)
-                trial.set_user_attr("mlflow_parent_run_id", sweep.parent_run_id)
-                trial.set_user_attr("overrides", lines)
-                run_id = tracking.start_trial(sweep, trial.number, flatten(self._compose(lines)))
-                if run_id is not None:
-                    trial.set_user_attr("mlflow_run_id", run_id)
+            for _ in range(batch):
+                launch = self._propose(study, plan, sweep, heartbeat)
+                trials.append(launch.trial)
+                overrides.append(launch.overrides)
             progress.started([t.number for t in trials], trials[0].params)
             returns = self.launcher.launch(overrides, initial_job_idx=self.job_idx)
         except BaseException as err:

@@ -83,8 +83,7 @@ def how_to_look() -> str:
 
 def start_sweep(experiment_name: str, study_name: str, params: Mapping[str, Any], tags: Mapping[str, str]) -> Sweep:
     client = MlflowClient()
-    experiment = client.get_experiment_by_name(experiment_name)
-    experiment_id = experiment.experiment_id if experiment else client.create_experiment(experiment_name)
+    experiment_id = _experiment_id(client, experiment_name)
     run = client.create_run(
         experiment_id,
         run_name=f"sweep-{time.strftime('%Y%m%d-%H%M%S')}",
@@ -93,6 +92,20 @@ def start_sweep(experiment_name: str, study_name: str, params: Mapping[str, Any]
     sweep = Sweep(client, experiment_id, run.info.run_id, study_name)
     _log(sweep, run.info.run_id, params=params)
     return sweep
+
+
+def _experiment_id(client: MlflowClient, name: str) -> str:
+    """The experiment's id, made if missing; workers started together race to make it."""
+    experiment = client.get_experiment_by_name(name)
+    if experiment is not None:
+        return experiment.experiment_id
+    try:
+        return client.create_experiment(name)
+    except mlflow.exceptions.MlflowException:
+        experiment = client.get_experiment_by_name(name)  # another worker made it first
+        if experiment is None:
+            raise
+        return experiment.experiment_id
 
 
 def start_trial(sweep: Sweep, trial_number: int, params: Mapping[str, Any]) -> str | None:

@@ -46,8 +46,12 @@ def outcome_of(err: BaseException) -> str:
     return "oom" if isinstance(err, MemoryError) or any(w in text for w in _OOM_WORDS) else "crashed"
 
 
-def main(cfg: dict, result_path: str, sweep_pid: int, report: object = None) -> None:
-    """`report`: a search.reporter.TrialReporter when an Optuna pruner watches this trial."""
+def main(cfg: dict, result_path: str, sweep_pid: int, report: object = None,
+         visible_devices: str | None = None) -> None:
+    """`report`: a search.reporter.TrialReporter when an Optuna pruner watches this trial;
+    `visible_devices`: the GPUs of this trial's device slots (CUDA_VISIBLE_DEVICES)."""
+    if visible_devices is not None:  # before anything touches CUDA
+        os.environ["CUDA_VISIBLE_DEVICES"] = visible_devices
     die_with_sweep(sweep_pid)
     cap_memory((cfg.get("trial") or {}).get("max_memory_bytes"))
     import objectives

@@ -14,7 +14,17 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-PG_BIN = Path("/usr/lib/postgresql/15/bin")
+def _pg_bin() -> Path:
+    """PostgreSQL's server binaries: Debian's newest /usr/lib/postgresql/<major>/bin, else initdb on PATH."""
+    found = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"),
+                   key=lambda p: int(p.parts[-3]) if p.parts[-3].isdigit() else 0)
+    if found:
+        return found[-1].parent
+    initdb = shutil.which("initdb")
+    return Path(initdb).parent if initdb else Path("/usr/lib/postgresql/15/bin")
+
+
+PG_BIN = _pg_bin()
 
 
 def free_port() -> int:

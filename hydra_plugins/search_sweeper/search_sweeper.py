@@ -74,7 +74,10 @@ class SearchSweeperConf:
     storage: Optional[str] = None  # null: a journal file ./optuna.journal that a re-run resumes
     study_name: Optional[str] = None  # null: the objective's name (or the app's job name)
     n_trials: int = 20  # new trials started by this invocation
-    n_jobs: int = 1  # trials launched per batch
+    n_jobs: int = 1  # trials per batch with another launcher (joblib, submitit); the basic launcher uses slots
+    # Trials at once with the basic launcher, each as soon as a slot frees: auto = one per visible GPU (1 without a GPU).
+    slots: Any = "auto"
+    trials_per_gpu: int = 1  # > 1 lets trials share a GPU (their throughput figures then disturb each other)
     seed: Optional[int] = None  # overrides sampler.seed when set
     params: Optional[Dict[str, Any]] = None
     experiment_name: Optional[str] = None  # MLflow experiment; null: the study name
