@@ -120,6 +120,8 @@ def run(slots: Sequence[Slot], budget: int, propose: Callable[[], Launch | None]
         while True:
             while waiting is not None or not stop:  # a trial already asked for runs even after a stop
                 if waiting is None:
+                    if not free:
+                        break  # ask only when a slot is free: the sampler then knows every result so far
                     waiting = propose() if proposed < budget else None
                     if waiting is None:
                         stop = True
