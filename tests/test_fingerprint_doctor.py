@@ -85,7 +85,8 @@ def test_runnable_values_on_a_cpu_are_fp32_and_bf16():
     assert values["precision"] == ["fp32", "bf16"]
     assert values["parallel.devices"] == list(range(1, len(os.sched_getaffinity(0)) + 1))
     removed = doctor.removed_values()
-    assert sorted(removed) == ["precision=fp16", "precision=fp8", "precision=tf32"]
+    assert sorted(removed) == ["framework.cudnn_benchmark=true", "memory.expandable_segments=true",
+                               "model_pruning.method='2:4'", "precision=fp16", "precision=fp8", "precision=tf32"]
     assert "compute capability >= 8.0" in removed["precision=tf32"]
     assert "gloo" in doctor.ddp_backends()
 

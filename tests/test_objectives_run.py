@@ -50,6 +50,8 @@ def test_defaults_with_small_budget_report_every_metric():
     assert m["peak_rss_bytes"] > 10_000_000
     assert m["train_wall_s"] > 0 and m["eval_wall_s"] > 0
     assert result.info == {
+        "model_class": "DigitsCNN",
+        "optimizer_fused": "false",
         "precision_used": "fp32",
         "autocast_dtype": "torch.float32",
         "world_size": "1",
