@@ -59,9 +59,10 @@ def staged_rule_applies(objectives: Sequence[str] | None, directions: Sequence[s
         and all(d == "maximize" for d in directions)
 
 
-def throughput_bar(trials: Sequence[optuna.trial.FrozenTrial], margin: float) -> float | None:
+def throughput_bar(trials: Sequence[optuna.trial.FrozenTrial], margin: float, startup_trials: int = 1) -> float | None:
     """The probe throughput below which a new trial cannot reach the front, or
-    None while no completed feasible trial has both metrics.
+    None while fewer than `startup_trials` completed feasible trials have both
+    metrics (the best accuracy of one or two trials is a poor bet to stop on).
 
     The bar is the highest throughput among the completed, feasible trials that
     hold the best accuracy seen so far, lowered by `margin` (the probe is short
@@ -72,13 +73,14 @@ def throughput_bar(trials: Sequence[optuna.trial.FrozenTrial], margin: float) ->
         if t.state == TrialState.COMPLETE and is_feasible(t) and t.user_attrs.get("outcome", "ok") == "ok" \
                 and math.isfinite(metrics.get(THROUGHPUT, math.nan)) and math.isfinite(metrics.get(ACCURACY, math.nan)):
             done.append(metrics)
-    if not done:
+    if not done or len(done) < startup_trials:
         return None
     best_accuracy = max(m[ACCURACY] for m in done)
     return max(m[THROUGHPUT] for m in done if m[ACCURACY] == best_accuracy) * (1.0 - margin)
 
 
-def trial_overrides(study: optuna.Study, trial: optuna.Trial, mode: str, margin: float) -> list[str]:
+def trial_overrides(study: optuna.Study, trial: optuna.Trial, mode: str, margin: float,
+                    startup_trials: int = 1) -> list[str]:
     """The Hydra overrides that hand a trial its early-stopping instructions.
 
     A trial enqueued on purpose (a retry, the nightly incumbent's repeats, a
@@ -89,7 +91,7 @@ def trial_overrides(study: optuna.Study, trial: optuna.Trial, mode: str, margin:
     if enqueued and REPLACES_ATTR not in trial.user_attrs:
         return []
     if mode == "staged":
-        bar = throughput_bar(study.get_trials(deepcopy=False), margin)
+        bar = throughput_bar(study.get_trials(deepcopy=False), margin, startup_trials)
         return [] if bar is None else [f"train.stop_below_samples_per_s={bar:.6g}"]
     if mode == "pruner":
         return [to_override("trial.optuna_study", study.study_name), f"trial.optuna_trial_number={trial.number}"]

@@ -76,7 +76,7 @@ class SweeperImpl:
                  constraints: Any = None, max_retries: int = 1, stale_after_s: float = 120.0,
                  max_failure_rate: float = 0.5, failure_min_trials: int = 4, batch_size_probe: bool = False,
                  nightly: Any = None, pruner: Any = None, early_stopping: bool = True,
-                 early_stopping_margin: float = 0.1, slots: Any = "auto", trials_per_gpu: int = 1) -> None:
+                 early_stopping_margin: float = 0.1, early_stopping_startup_trials: int = 5, slots: Any = "auto", trials_per_gpu: int = 1) -> None:
         to_py = lambda x: OmegaConf.to_container(x, resolve=True) if OmegaConf.is_config(x) else x  # noqa: E731
         self.sampler_cfg = to_py(sampler)
         self.direction = to_py(direction)
@@ -102,6 +102,7 @@ class SweeperImpl:
         self.pruner_cfg = to_py(pruner)
         self.early_stopping = early_stopping
         self.early_stopping_margin = early_stopping_margin
+        self.early_stopping_startup_trials = early_stopping_startup_trials
 
     def setup(self, *, hydra_context: Any, task_function: Any, config: DictConfig) -> None:
         self.hydra_context = hydra_context
@@ -251,6 +252,7 @@ class SweeperImpl:
                     "constraints": "; ".join(map(str, plan.constraints)) or "none",
                     "early_stopping": plan.early_stopping, "pruner": type(plan.pruner).__name__,
                     "early_stopping_margin": self.early_stopping_margin,
+                    "early_stopping_startup_trials": self.early_stopping_startup_trials,
                     **{f"space.{k}": repr(d) for k, d in plan.space.distributions.items()}},
             tags={"search.storage": storage_location(self.storage), **fingerprint.as_tags(self.machine),
                   **(nightly.run_tags(night) if night else {})},
@@ -328,7 +330,8 @@ class SweeperImpl:
         self._recover(study)
         trial = ask_unseen(study, plan.space.distributions, self.rng)
         lines = (plan.space.fixed_overrides + [to_override(k, trial.params[k]) for k in plan.space.distributions]
-                 + trial_overrides(study, trial, plan.early_stopping, self.early_stopping_margin))
+                 + trial_overrides(study, trial, plan.early_stopping, self.early_stopping_margin,
+                                   self.early_stopping_startup_trials))
         heartbeat.track(trial)
         trial.set_user_attr("mlflow_parent_run_id", sweep.parent_run_id)
         trial.set_user_attr("overrides", lines)

@@ -45,6 +45,8 @@ def test_the_bar_is_the_fastest_trial_holding_the_best_accuracy() -> None:
         tell(study, trial, score(result, OBJECTIVES, 2, rules), ["maximize", "maximize"])
     assert throughput_bar(study.trials, 0.1) == pytest.approx(630.0)
     assert throughput_bar(study.trials, 0.0) == pytest.approx(700.0)
+    assert throughput_bar(study.trials, 0.1, startup_trials=3) == pytest.approx(630.0)  # 3 completed and feasible
+    assert throughput_bar(study.trials, 0.1, startup_trials=4) is None  # the infeasible and stopped ones don't count
 
     stopped = study.trials[-1]
     assert stopped.state == TrialState.PRUNED and stopped.user_attrs["outcome"] == "stopped_early"
@@ -85,7 +87,8 @@ def test_two_objectives_a_slow_trial_stops_after_its_probe_a_faster_one_never(wo
     done = run_search("multirun", "hydra.sweeper.params=null", "objective.image_size_px=choice(16,32,96)",
                       "batch_size=32", "train.budget_samples=1000", "train.window_steps=5",
                       "train.probe_steps=5",
-                      "hydra.sweeper.n_trials=3", "hydra.sweeper.seed=0", "hydra/sweeper/sampler=tpe", cwd=workdir)
+                      "hydra.sweeper.n_trials=3", "hydra.sweeper.seed=0", "hydra/sweeper/sampler=tpe",
+                      "hydra.sweeper.early_stopping_startup_trials=1", cwd=workdir)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "early stopping: a trial whose throughput probe" in done.stdout
     study = _study(workdir)

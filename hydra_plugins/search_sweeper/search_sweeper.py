@@ -68,6 +68,9 @@ class SearchSweeperConf:
     # Two objectives: a trial stops after its throughput probe when it is this fraction slower than the fastest
     # completed trial with the best accuracy so far (it cannot reach the Pareto front then).
     early_stopping_margin: float = 0.1
+    # ...and only once this many trials completed with both metrics: the best accuracy of the first one or two
+    # trials is a poor bet (at a fixed sample budget, smaller batches often learn more and run slower).
+    early_stopping_startup_trials: int = 5
     direction: Any = field(default_factory=lambda: ["maximize", "maximize"])
     # Metric names the directions apply to, when a trial returns a dict of metrics.
     objectives: Any = field(default_factory=lambda: ["throughput_samples_per_s", "val_accuracy"])

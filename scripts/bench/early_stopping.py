@@ -41,7 +41,8 @@ MODES = {
     "constrained": ["hydra.sweeper.objectives=[throughput_samples_per_s]", "hydra.sweeper.direction=maximize",
                     "hydra.sweeper.constraints=['val_accuracy >= 0.9']"],
 }
-QUICK = ["hydra.sweeper.n_trials=4", "train.budget_samples=640", "train.probe_steps=5", "train.window_steps=5",
+QUICK = ["hydra.sweeper.n_trials=4", "hydra.sweeper.early_stopping_startup_trials=1",
+         "train.budget_samples=640", "train.probe_steps=5", "train.window_steps=5",
          "hydra.sweeper.params=null", "objective.image_size_px=choice(16,32,96)", "batch_size=choice(32,64)"]
 
 
