@@ -113,6 +113,10 @@ class SweeperImpl:
 
     # -- planning: all validation, nothing created ---------------------------------------------
 
+    def _runs_our_trials(self) -> bool:
+        """The task is this package's app (objectives/ trials), not a user's own Hydra app."""
+        return getattr(self.task_function, "__module__", "") == "search.app"
+
     def _compose(self, overrides: Sequence[str]) -> dict[str, Any]:
         try:
             cfg = self.hydra_context.config_loader.load_sweep_config(self.config, list(overrides))
@@ -170,7 +174,7 @@ class SweeperImpl:
         pruner = make_pruner(self.pruner_cfg)
         space = build_space(self.params, arguments)
         measures_accuracy = True
-        if getattr(self.task_function, "__module__", "") == "search.app":
+        if self._runs_our_trials():
             measures_accuracy = self._check_knob_values(space)  # first: an unknown value is wrong everywhere
             space, removed = fit_to_machine(space, removed_values(), runnable_knob_values())
             if removed:
@@ -183,12 +187,12 @@ class SweeperImpl:
         constraints = parse_constraints(self.constraints)
         _check_writable(Path(str(self.config.hydra.sweep.dir)))
         storage = open_storage(self.storage)
-        if self.batch_size_probe and getattr(self.task_function, "__module__", "") == "search.app":
+        if self.batch_size_probe and self._runs_our_trials():
             space = self._probe_batch_size(space)  # last: the cheap checks above fail first
         sampler = make_sampler(self.sampler_cfg, self.seed, space.distributions)
         name = self.study_name or self._default_study_name()
         # Only this package's trials report a curve and run the probe, and only with an accuracy to report.
-        trains_here = getattr(self.task_function, "__module__", "") == "search.app" and measures_accuracy
+        trains_here = self._runs_our_trials() and measures_accuracy
         mode = choose_mode(self.early_stopping and trains_here, objectives, directions, pruner)
         return Plan(space, directions, objectives, constraints, name, storage, sampler, mode, pruner,
                     self._device_slots())
@@ -197,7 +201,7 @@ class SweeperImpl:
         """Slots when this process runs the trials (the basic launcher and the search app), else None."""
         from hydra._internal.core_plugins.basic_launcher import BasicLauncher
 
-        if not isinstance(self.launcher, BasicLauncher) or getattr(self.task_function, "__module__", "") != "search.app":
+        if not isinstance(self.launcher, BasicLauncher) or not self._runs_our_trials():
             return None
         from search.doctor import gpus
 

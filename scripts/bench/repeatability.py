@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import re
 import statistics
 import sys
 import time
@@ -24,7 +23,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-DOC = REPO / "docs" / "BENCHMARKS.md"
+from benchdoc import DOC, write_section  # noqa: E402
+
 SECTION = "## Repeatability"
 DEFAULT_OVERRIDES = ["train.budget_samples=8000", "batch_size=64", "loader.num_workers=0", "parallel.threads=1"]
 QUICK_OVERRIDES = ["train.budget_samples=640", "train.warmup_steps=2", "train.window_steps=2"]
@@ -140,14 +140,6 @@ def render(command: str, overrides: list[str], rows: list[dict], s: dict, device
     return "\n".join(lines)
 
 
-def write_section(text: str) -> None:
-    """Replace the Repeatability section (up to the next `## ` heading) or append it."""
-    doc = DOC.read_text() if DOC.exists() else "# Benchmarks\n\nSpeed and memory goals, measured by scripts/bench/.\n"
-    pattern = re.compile(rf"^{re.escape(SECTION)}\n.*?(?=^## |\Z)", re.S | re.M)
-    doc = pattern.sub(lambda _: text, doc) if pattern.search(doc) else doc.rstrip("\n") + "\n\n" + text
-    DOC.write_text(doc.rstrip("\n") + "\n")
-
-
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("overrides", nargs="*", help="Hydra overrides on top of the benchmark's defaults")
@@ -186,7 +178,7 @@ def main(argv: list[str]) -> int:
         shown = [a for i, a in enumerate(argv) if a != "--note" and (i == 0 or argv[i - 1] != "--note")
                  and not a.startswith("--note=")]
         command = "python scripts/bench/repeatability.py" + "".join(f" {a}" for a in shown)
-        write_section(render(command, overrides, rows, s, device, args.note))
+        write_section(SECTION, render(command, overrides, rows, s, device, args.note))
         print(f"updated {DOC.relative_to(REPO)}")
     return 0
 
