@@ -55,16 +55,21 @@ def stale_trials(study: optuna.Study, grace_s: float) -> list[optuna.trial.Froze
     return stale
 
 
-def close_stale(study: optuna.Study, trial: optuna.trial.FrozenTrial, max_retries: int) -> bool:
-    """Fail the stale trial; enqueue its configuration again if retries are left. Returns whether it was."""
+def close_stale(study: optuna.Study, trial: optuna.trial.FrozenTrial, max_retries: int) -> bool | None:
+    """Fail the stale trial and enqueue its configuration again if retries are left.
+
+    Returns whether it was enqueued again, or None when another worker closed
+    it first: every live worker sees the same stale trial, and only the one
+    whose FAIL lands (the storage refuses to update a finished trial) retries it.
+    """
     storage = study._storage
     worker = trial.user_attrs.get(WORKER_ATTR, "unknown worker")
-    storage.set_trial_user_attr(trial._trial_id, "outcome", "crashed")
-    storage.set_trial_user_attr(trial._trial_id, "reason", f"the sweep running it ({worker}) was killed")
     try:
+        storage.set_trial_user_attr(trial._trial_id, "outcome", "crashed")
+        storage.set_trial_user_attr(trial._trial_id, "reason", f"the sweep running it ({worker}) was killed")
         study.tell(trial.number, state=TrialState.FAIL)
-    except (RuntimeError, ValueError):  # another worker closed it first
-        return False
+    except (optuna.exceptions.UpdateFinishedTrialError, ValueError):  # setting an attr / telling a finished trial
+        return None
     retries = int(trial.user_attrs.get(RETRIES_ATTR, 0))
     if retries < max_retries:
         study.enqueue_trial(trial.params, user_attrs={RETRIES_ATTR: retries + 1, "search.retry_of": trial.number},

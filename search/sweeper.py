@@ -322,6 +322,8 @@ class SweeperImpl:
         """Close what a killed sweep left RUNNING (Optuna FAIL, MLflow KILLED) and retry it."""
         for trial in stale_trials(study, self.stale_after_s):
             retried = close_stale(study, trial, self.max_retries)
+            if retried is None:  # another worker closed it
+                continue
             tracking.close_stale_runs(trial.user_attrs.get("mlflow_run_id"),
                                       trial.user_attrs.get("mlflow_parent_run_id"))
             print(f"trial {trial.number} was left running by a killed sweep: closed as failed"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -120,3 +121,23 @@ def test_sigterm_closes_the_running_trial_and_exits_non_zero_leaving_no_processe
     client = MlflowClient(f"sqlite:///{workdir}/mlflow.db")
     assert client.get_run(trial.user_attrs["mlflow_run_id"]).info.status == "FAILED"
     assert client.get_run(trial.user_attrs["mlflow_parent_run_id"]).info.status == "KILLED"
+
+
+def test_two_workers_closing_the_same_stale_trial_retry_it_once() -> None:
+    """Every live worker sees a dead worker's trial as stale at the same time;
+    the one whose FAIL lands retries it, the other steps aside without an error."""
+    import optuna
+    from search.recovery import WORKER_ATTR, close_stale, stale_trials
+
+    study = optuna.create_study(directions=["maximize", "maximize"])
+    trial = study.ask({"batch_size": optuna.distributions.CategoricalDistribution([32, 64])})
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    trial.set_user_attr(WORKER_ATTR, f"{socket.gethostname()}:{int(gone.stdout)}:{time.time():.2f}")  # exited
+    seen_by_first, seen_by_second = stale_trials(study, 60.0), stale_trials(study, 60.0)
+    assert [t.number for t in seen_by_first] == [t.number for t in seen_by_second] == [trial.number]
+
+    assert close_stale(study, seen_by_first[0], max_retries=1) is True
+    assert close_stale(study, seen_by_second[0], max_retries=1) is None
+    states = [t.state for t in study.get_trials(deepcopy=False)]
+    assert states == [TrialState.FAIL, TrialState.WAITING]  # failed once, enqueued once
+    assert study.trials[0].user_attrs["outcome"] == "crashed"
