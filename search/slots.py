@@ -100,6 +100,7 @@ class Launch:
     trial: Any
     overrides: list[str]
     devices: int
+    job_config: Any = None  # the Hydra job config composed from `overrides`
 
 
 def run(slots: Sequence[Slot], budget: int, propose: Callable[[], Launch | None],

@@ -19,11 +19,12 @@ from typing import Any, Sequence
 import optuna
 from hydra.core.plugins import Plugins
 from hydra.core.utils import JobReturn, JobStatus
-from omegaconf import DictConfig, OmegaConf, open_dict
+from omegaconf import DictConfig, OmegaConf
 from optuna.trial import TrialState
 
 from search import fingerprint, gpu_telemetry, isolate, nightly, slots, tracking
 from search.batch_probe import ProbeFailed, bound_batch_size, probe_overrides
+from search.composed_job import run_composed
 from search.constraints import Constraint, parse_constraints
 from search.doctor import removed_values, runnable_knob_values
 from search.early_stopping import (check_margin, choose_mode, describe_mode, intermediate_series, make_pruner,
@@ -67,6 +68,13 @@ def flatten(cfg: Any, prefix: str = "") -> dict[str, Any]:
             out.update(flatten(value, f"{prefix}{key}."))
         return out
     return {prefix[:-1]: cfg}
+
+
+def trial_config(job_config: DictConfig) -> dict[str, Any]:
+    """The trial's config: the job's, resolved, without the `hydra` node (its
+    per-job fields, job.num and sweep.subdir, exist only inside a launched job)."""
+    keys = [key for key in job_config if key != "hydra"]
+    return OmegaConf.to_container(OmegaConf.masked_copy(job_config, keys), resolve=True)
 
 
 class SweeperImpl:
@@ -117,16 +125,17 @@ class SweeperImpl:
         """The task is this package's app (objectives/ trials), not a user's own Hydra app."""
         return getattr(self.task_function, "__module__", "") == "search.app"
 
-    def _compose(self, overrides: Sequence[str]) -> dict[str, Any]:
+    def _compose_job(self, overrides: Sequence[str]) -> DictConfig:
+        """The Hydra job's config, `hydra` node included, as the launcher would compose it."""
         try:
-            cfg = self.hydra_context.config_loader.load_sweep_config(self.config, list(overrides))
+            return self.hydra_context.config_loader.load_sweep_config(self.config, list(overrides))
         except Exception as err:  # Hydra's composition errors share no narrower base
             first = " ".join(str(err).split("\n")[0].split())
             raise BadInput(f"every override must name a key of the config; {first} (overrides: "
                            f"{' '.join(overrides)}); fix: check the key's spelling in conf/") from None
-        with open_dict(cfg):
-            del cfg["hydra"]  # its per-job fields (job.num, sweep.subdir) exist only inside a launched job
-        return OmegaConf.to_container(cfg, resolve=True)
+
+    def _compose(self, overrides: Sequence[str]) -> dict[str, Any]:
+        return trial_config(self._compose_job(overrides))
 
     def _check_knob_values(self, space: Space) -> bool:
         """Compose the config at every categorical value and each numeric bound,
@@ -197,11 +206,15 @@ class SweeperImpl:
         return Plan(space, directions, objectives, constraints, name, storage, sampler, mode, pruner,
                     self._device_slots())
 
-    def _device_slots(self) -> list[slots.Slot] | None:
-        """Slots when this process runs the trials (the basic launcher and the search app), else None."""
+    def _trials_run_here(self) -> bool:
+        """Under the basic launcher, this process starts each trial's isolated child itself."""
         from hydra._internal.core_plugins.basic_launcher import BasicLauncher
 
-        if not isinstance(self.launcher, BasicLauncher) or not self._runs_our_trials():
+        return isinstance(self.launcher, BasicLauncher) and self._runs_our_trials()
+
+    def _device_slots(self) -> list[slots.Slot] | None:
+        """Slots when this process runs the trials, else None (another launcher: batches)."""
+        if not self._trials_run_here():
             return None
         from search.doctor import gpus
 
@@ -229,6 +242,8 @@ class SweeperImpl:
     def sweep(self, arguments: list[str]) -> optuna.Study:
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         tracking.configure_client()
+        if self._trials_run_here():  # the forkserver imports torch on the other core while the sweep is planned
+            self._warming = isolate.warm_up()
         try:
             plan = self._plan(arguments)
             tracking.check_reachable()
@@ -341,11 +356,12 @@ class SweeperImpl:
         heartbeat.track(trial)
         trial.set_user_attr("mlflow_parent_run_id", sweep.parent_run_id)
         trial.set_user_attr("overrides", lines)
-        cfg = self._compose(lines)
+        job_config = self._compose_job(lines)
+        cfg = trial_config(job_config)
         run_id = tracking.start_trial(sweep, trial.number, flatten(cfg))
         if run_id is not None:
             trial.set_user_attr("mlflow_run_id", run_id)
-        return slots.Launch(trial, lines, int((cfg.get("parallel") or {}).get("devices", 1)))
+        return slots.Launch(trial, lines, int((cfg.get("parallel") or {}).get("devices", 1)), job_config)
 
     def _run_slots(self, study: optuna.Study, plan: Plan, sweep: tracking.Sweep, progress: SweepProgress,
                    heartbeat: Heartbeat, before: list[str], budget: int, deadline: float | None) -> list[str]:
@@ -368,7 +384,10 @@ class SweeperImpl:
             launch.trial.set_user_attr("search.launched_unix_s", time.time())
             progress.started([launch.trial.number], launch.trial.params)
             with slots.detached_jobs():
-                ret = self.launcher.launch([lines], initial_job_idx=self.job_idx)[0]
+                if visible is None:  # the config composed when the trial was proposed is this job's config
+                    ret = run_composed(self.launcher, launch.job_config, self.job_idx)
+                else:
+                    ret = self.launcher.launch([lines], initial_job_idx=self.job_idx)[0]
             self.job_idx += 1
             return ret.return_value if ret.status == JobStatus.COMPLETED else _result_of(ret)
 

@@ -27,6 +27,7 @@ def write_section(heading: str, text: str) -> None:
     """Replace the section `heading` (up to the next `## ` heading) or append it."""
     doc = DOC.read_text() if DOC.exists() else "# Benchmarks\n"
     pattern = re.compile(rf"^{re.escape(heading)}\n.*?(?=^## |\Z)", re.S | re.M)
+    text = text.rstrip("\n") + "\n\n"  # a blank line before the next section's heading
     doc = pattern.sub(lambda _: text, doc) if pattern.search(doc) else doc.rstrip("\n") + "\n\n" + text
     DOC.write_text(doc.rstrip("\n") + "\n")
 

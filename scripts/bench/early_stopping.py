@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import os
-import platform
 import re
 import subprocess
 import sys
@@ -90,6 +89,8 @@ def main() -> None:
     parser.add_argument("overrides", nargs="*", help="extra Hydra overrides for both sweeps")
     args = parser.parse_args()
     sys.path.insert(0, str(REPO))
+    from benchdoc import machine_line
+
     overrides = MODES[args.mode] + (QUICK if args.quick else ["hydra.sweeper.n_trials=30"]) + args.overrides
     load_before = os.getloadavg()
     on = sweep(overrides, early_stopping=True)
@@ -119,8 +120,7 @@ def main() -> None:
     block = "\n".join([
         f"### {answer} ({args.mode})", "",
         f"Command: `{command}` (both sweeps: `{' '.join(COMMON + overrides)}`)  ",
-        f"Machine: {platform.processor() or platform.machine()}, {os.cpu_count()} logical cores, "
-        f"{platform.platform()}; Python {platform.python_version()}  ",
+        f"Machine: {machine_line()}  ",
         f"Date: {dt.date.today().isoformat()}; load average (1, 5, 15 min) {_fmt_load(load_before)} before, "
         f"{_fmt_load(load_after)} after", "",
         summary, "", *lines, "", *( [args.note, ""] if args.note else []),

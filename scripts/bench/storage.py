@@ -1,16 +1,19 @@
 """Study storage benchmarks (issue 8): Optuna ask+tell latency as a study
 grows, and trial bookkeeping throughput with several workers on PostgreSQL.
 
-    python scripts/bench/storage.py latency    [--quick] [--postgres-url URL]
+    python scripts/bench/storage.py latency    [--quick] [--postgres-url URL] [--sampler random|gp|tpe] [--sizes N ...]
     python scripts/bench/storage.py throughput [--quick] [--postgres-url URL]
 
-latency: one ask+tell, timed, with the sweep's sampler (TPE, two objectives)
-over the default search space (conf/search/default.yaml, seven categorical
-knobs), at 100, 1,000 and 5,000 completed trials, on the default journal file
-and on PostgreSQL; p50 and p95 over --samples ask+tells at each size.
+latency: one ask+tell, timed, over the default search space
+(conf/search/default.yaml, seven categorical knobs, two objectives), at 100,
+1,000 and 5,000 completed trials, on the default journal file and on
+PostgreSQL; p50 and p95 over --samples ask+tells at each size. --sampler
+picks the sampler: `random` (the default here) times the storage alone;
+`gp` (the sweep's default) and `tpe` (hydra/sweeper/sampler=tpe) add what
+the sampler computes from every trial so far.
 throughput: 1, 2, 4 and 8 worker processes on one PostgreSQL study, each
-asking, "training" with a trivial objective and telling for --seconds;
-trials per second in total.
+asking (with --sampler), "training" with a trivial objective and telling for
+20 s; trials per second in total.
 
 Without --postgres-url a throwaway PostgreSQL cluster is started with the
 tests' helper (tests/servers.py: initdb + pg_ctl on loopback) and removed
@@ -88,11 +91,20 @@ def grow(study: optuna.Study, dists: dict, count: int, seed: int) -> None:
         study.add_trials(trials[i:i + 500])
 
 
-def latency(kind: str, target: str, sizes: list[int], samples: int) -> list[dict]:
+def make_sampler(name: str) -> optuna.samplers.BaseSampler:
+    """The sweep's sampler configurations (hydra_plugins/search_sweeper), seeded."""
+    sys.path.insert(0, str(REPO))
+    from hydra_plugins.search_sweeper.search_sweeper import _SAMPLER_ARGS, _SAMPLERS
+    from hydra.utils import get_class
+
+    return get_class(_SAMPLERS[name])(seed=0, **_SAMPLER_ARGS.get(name, {}))
+
+
+def latency(kind: str, target: str, sizes: list[int], samples: int, sampler: str) -> list[dict]:
     dists = space()
     storage = open_storage(kind, target)
-    study = optuna.create_study(study_name=f"latency-{kind}", storage=storage, directions=DIRECTIONS,
-                                sampler=optuna.samplers.TPESampler(seed=0))
+    study = optuna.create_study(study_name=f"latency-{kind}-{sampler}", storage=storage, directions=DIRECTIONS,
+                                sampler=make_sampler(sampler))
     rows = []
     for size in sizes:
         grow(study, dists, size, seed=size)
@@ -106,15 +118,16 @@ def latency(kind: str, target: str, sizes: list[int], samples: int) -> list[dict
         q = statistics.quantiles(times, n=20)
         rows.append({"storage": kind, "trials": size, "p50_ms": 1000 * statistics.median(times),
                      "p95_ms": 1000 * q[18], "samples": samples, "load": load()})
-        print(f"{kind:9s} {size:5d} trials: ask+tell p50 {rows[-1]['p50_ms']:7.1f} ms  p95 {rows[-1]['p95_ms']:7.1f} ms"
+        print(f"{kind:9s} {sampler:6s} {size:5d} trials: ask+tell p50 {rows[-1]['p50_ms']:7.1f} ms  p95 {rows[-1]['p95_ms']:7.1f} ms"
               f"  ({samples} samples; load {rows[-1]['load']})", flush=True)
     return rows
 
 
-def _worker(url: str, study_name: str, seconds: float, ready: "mp.Queue", go: "mp.Event", counts: "mp.Queue") -> None:
+def _worker(url: str, study_name: str, sampler: str, seconds: float, ready: "mp.Queue", go: "mp.Event",
+            counts: "mp.Queue") -> None:
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     dists = space()
-    study = optuna.load_study(study_name=study_name, storage=url, sampler=optuna.samplers.TPESampler())
+    study = optuna.load_study(study_name=study_name, storage=url, sampler=make_sampler(sampler))
     study.tell(study.ask(dists), [1.0, 0.5])  # untimed: connections open, trials cached
     ready.put(os.getpid())
     go.wait()
@@ -126,7 +139,7 @@ def _worker(url: str, study_name: str, seconds: float, ready: "mp.Queue", go: "m
     counts.put(done)
 
 
-def throughput(url: str, workers_list: list[int], seconds: float, seed_trials: int) -> list[dict]:
+def throughput(url: str, workers_list: list[int], seconds: float, seed_trials: int, sampler: str) -> list[dict]:
     ctx = mp.get_context("spawn")
     rows = []
     for workers in workers_list:
@@ -134,7 +147,7 @@ def throughput(url: str, workers_list: list[int], seconds: float, seed_trials: i
         study = optuna.create_study(study_name=name, storage=url, directions=DIRECTIONS)
         grow(study, space(), seed_trials, seed=workers)
         ready, counts, go = ctx.Queue(), ctx.Queue(), ctx.Event()
-        procs = [ctx.Process(target=_worker, args=(url, name, seconds, ready, go, counts)) for _ in range(workers)]
+        procs = [ctx.Process(target=_worker, args=(url, name, sampler, seconds, ready, go, counts)) for _ in range(workers)]
         for p in procs:
             p.start()
         for _ in procs:
@@ -155,6 +168,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("what", choices=["latency", "throughput", "all"])
     parser.add_argument("--quick", action="store_true", help="small sizes, short runs: well under a minute")
     parser.add_argument("--postgres-url", help="an existing database (default: a throwaway local cluster)")
+    parser.add_argument("--sampler", choices=["random", "gp", "tpe"], default="random",
+                        help="latency: random times the storage alone; gp is the sweep's default")
+    parser.add_argument("--sizes", type=int, nargs="+", help="latency: study sizes (default 100 1000 5000)")
     args = parser.parse_args(argv)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unwind: the throwaway PostgreSQL is stopped
     optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -166,11 +182,11 @@ def main(argv: list[str]) -> int:
         if args.what in ("latency", "all"):
             sizes, samples = ([100, 300], 10) if args.quick else ([100, 1000, 5000], 40)
             tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="search-bench-"))
-            latency("journal", str(Path(tmp) / "bench.journal"), sizes, samples)
-            latency("postgresql", url, sizes, samples)
+            latency("journal", str(Path(tmp) / "bench.journal"), args.sizes or sizes, samples, args.sampler)
+            latency("postgresql", url, args.sizes or sizes, samples, args.sampler)
         if args.what in ("throughput", "all"):
             workers, seconds = ([1, 2], 4.0) if args.quick else ([1, 2, 4, 8], 20.0)
-            throughput(url, workers, seconds, seed_trials=100)
+            throughput(url, workers, seconds, seed_trials=100, sampler=args.sampler)
     return 0
 
 
