@@ -90,6 +90,19 @@ def make_sampler(sampler_cfg: Any, seed: int | None, distributions: Mapping[str,
                        f"({' '.join(str(err).split())[:160]}); fix: hydra/sweeper/sampler=tpe") from None
 
 
+GP_LARGE_STUDY_TRIALS = 500
+
+
+def large_study_notice(sampler: optuna.samplers.BaseSampler, trials: int) -> str | None:
+    """GPSampler fits its Gaussian process to every trial so far on each ask:
+    0.2 s at 100 trials and 5 s at 1,000 on a 2-core machine (docs/BENCHMARKS.md,
+    study storage), where TPE takes 11 ms. Say so before a large study starts."""
+    if not isinstance(sampler, optuna.samplers.GPSampler) or trials <= GP_LARGE_STUDY_TRIALS:
+        return None
+    return (f"note: this study will hold about {trials} trials; the GP sampler fits every trial on each ask "
+            f"(about 5 s per trial at 1,000 trials on 2 cores); for a study this large, hydra/sweeper/sampler=tpe")
+
+
 class SweepGridSampler(optuna.samplers.GridSampler):
     """Optuna's grid sampler, minus its `study.stop()` when the grid is used up:
     that call is only legal inside `study.optimize`, and this sweep asks and

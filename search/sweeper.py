@@ -40,8 +40,8 @@ from search.recovery import Heartbeat, close_stale, stale_trials
 from search.report import print_front
 from search.space import Space, build_space, to_override
 from search.study_report import OBJECTIVES, write_report
-from search.study import (SweepGridSampler, check_space_matches, load_or_create, make_sampler, normalize_directions,
-                          open_storage, storage_location)
+from search.study import (SweepGridSampler, check_space_matches, large_study_notice, load_or_create, make_sampler,
+                          normalize_directions, open_storage, storage_location)
 
 ACCURACY_METRICS = ("val_accuracy", "val_loss", "time_to_accuracy_s")
 
@@ -255,6 +255,8 @@ class SweeperImpl:
         verb = "resuming" if resumed else "created"
         print(f"study {plan.study_name!r} {verb} ({len(study.trials)} trials so far) in "
               f"{storage_location(self.storage)}", flush=True)
+        if (line := large_study_notice(plan.sampler, len(study.trials) + self.n_trials)) is not None:
+            print(line, flush=True)
         print(describe_mode(plan.early_stopping, plan.pruner, self.early_stopping_margin), flush=True)
         self._recover(study)
         self._fingerprint(study)

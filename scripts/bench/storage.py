@@ -1,7 +1,7 @@
 """Study storage benchmarks (issue 8): Optuna ask+tell latency as a study
 grows, and trial bookkeeping throughput with several workers on PostgreSQL.
 
-    python scripts/bench/storage.py latency    [--quick] [--postgres-url URL] [--sampler random|gp|tpe] [--sizes N ...]
+    python scripts/bench/storage.py latency    [--quick] [--postgres-url URL] [--sampler random|gp|tpe] [--sizes N ...] [--samples N]
     python scripts/bench/storage.py throughput [--quick] [--postgres-url URL]
 
 latency: one ask+tell, timed, over the default search space
@@ -171,6 +171,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--sampler", choices=["random", "gp", "tpe"], default="random",
                         help="latency: random times the storage alone; gp is the sweep's default")
     parser.add_argument("--sizes", type=int, nargs="+", help="latency: study sizes (default 100 1000 5000)")
+    parser.add_argument("--samples", type=int, help="latency: timed ask+tells per size (default 40)")
     args = parser.parse_args(argv)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unwind: the throwaway PostgreSQL is stopped
     optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -182,8 +183,9 @@ def main(argv: list[str]) -> int:
         if args.what in ("latency", "all"):
             sizes, samples = ([100, 300], 10) if args.quick else ([100, 1000, 5000], 40)
             tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="search-bench-"))
-            latency("journal", str(Path(tmp) / "bench.journal"), args.sizes or sizes, samples, args.sampler)
-            latency("postgresql", url, args.sizes or sizes, samples, args.sampler)
+            sizes, samples = args.sizes or sizes, args.samples or samples
+            latency("journal", str(Path(tmp) / "bench.journal"), sizes, samples, args.sampler)
+            latency("postgresql", url, sizes, samples, args.sampler)
         if args.what in ("throughput", "all"):
             workers, seconds = ([1, 2], 4.0) if args.quick else ([1, 2, 4, 8], 20.0)
             throughput(url, workers, seconds, seed_trials=100, sampler=args.sampler)
