@@ -23,7 +23,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from benchdoc import DOC, write_section  # noqa: E402
+from benchdoc import DOC, update_summary, write_section  # noqa: E402
 
 SECTION = "## Repeatability"
 DEFAULT_OVERRIDES = ["train.budget_samples=8000", "batch_size=64", "loader.num_workers=0", "parallel.threads=1"]
@@ -179,6 +179,8 @@ def main(argv: list[str]) -> int:
                  and not a.startswith("--note=")]
         command = "python scripts/bench/repeatability.py" + "".join(f" {a}" for a in shown)
         write_section(SECTION, render(command, overrides, rows, s, device, args.note))
+        update_summary(f"Repeatability: CV of throughput across runs, {device.upper()}", f"{s['cv']:.2%}",
+                       s["cv"] <= GOAL_CV[device])
         print(f"updated {DOC.relative_to(REPO)}")
     return 0
 
