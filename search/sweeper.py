@@ -36,7 +36,7 @@ from search.isolate import run_isolated
 from search.no_repeat import ask_unseen
 from search.outcome import score, tell
 from search.progress import SweepProgress
-from search.recovery import Heartbeat, close_stale, stale_trials
+from search.recovery import HEARTBEAT_ATTR, Heartbeat, close_stale, stale_trials
 from search.report import print_front
 from search.space import Space, build_space, to_override
 from search.study_report import OBJECTIVES, write_report
@@ -441,7 +441,8 @@ class SweeperImpl:
             series.update(intermediate_series(study, trial))
         tracking.end_trial(sweep, trial.number, scored.outcome, scored.metrics,
                            {"search.reason": scored.reason, **{f"search.info.{k}": v for k, v in scored.info.items()},
-                            **{k: str(v) for k, v in trial.user_attrs.items() if k.startswith("search.")}},
+                            **{k: str(v) for k, v in trial.user_attrs.items()
+                               if k.startswith("search.") and k != HEARTBEAT_ATTR}},  # a heartbeat is not data
                            series)
         shown = scored.metrics or dict(zip(progress.objectives, scored.values or []))
         feasible = all(v <= 0 for v in scored.constraints.values())

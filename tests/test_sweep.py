@@ -49,6 +49,8 @@ def test_four_trials_land_in_optuna_and_mlflow_and_a_rerun_resumes(workdir: Path
         assert run.data.tags["search.trial_number"] == str(trial.number)
         outcome = trial.user_attrs["outcome"]
         assert run.data.tags["search.outcome"] == outcome
+        assert run.data.tags["search.worker"] == trial.user_attrs["search.worker"]  # which host and process ran it
+        assert "search.heartbeat_unix_s" not in run.data.tags  # bookkeeping, stale as soon as the trial ends
         for key, value in trial.params.items():
             assert run.data.params[key] == str(value)
         assert run.data.params["train.budget_samples"] == "1200"
