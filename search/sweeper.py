@@ -84,7 +84,8 @@ class SweeperImpl:
                  constraints: Any = None, max_retries: int = 1, stale_after_s: float = 120.0,
                  max_failure_rate: float = 0.5, failure_min_trials: int = 4, batch_size_probe: bool = False,
                  nightly: Any = None, pruner: Any = None, early_stopping: bool = True,
-                 early_stopping_margin: float = 0.1, early_stopping_startup_trials: int = 5, slots: Any = "auto", trials_per_gpu: int = 1) -> None:
+                 early_stopping_margin: float = 0.1, early_stopping_startup_trials: int = 5, slots: Any = "auto",
+                 trials_per_gpu: int = 1) -> None:
         to_py = lambda x: OmegaConf.to_container(x, resolve=True) if OmegaConf.is_config(x) else x  # noqa: E731
         self.sampler_cfg = to_py(sampler)
         self.direction = to_py(direction)

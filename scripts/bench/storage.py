@@ -1,8 +1,9 @@
 """Study storage benchmarks (issue 8): Optuna ask+tell latency as a study
 grows, and trial bookkeeping throughput with several workers on PostgreSQL.
 
-    python scripts/bench/storage.py latency    [--quick] [--postgres-url URL] [--sampler random|gp|tpe] [--sizes N ...] [--samples N]
-    python scripts/bench/storage.py throughput [--quick] [--postgres-url URL]
+    python scripts/bench/storage.py latency    [--quick] [--postgres-url URL] [--sampler random|gp|tpe]
+                                               [--sizes N ...] [--samples N]
+    python scripts/bench/storage.py throughput [--quick] [--postgres-url URL] [--sampler random|gp|tpe]
 
 latency: one ask+tell, timed, over the default search space
 (conf/search/default.yaml, seven categorical knobs, two objectives), at 100,
@@ -13,7 +14,7 @@ picks the sampler: `random` (the default here) times the storage alone;
 the sampler computes from every trial so far.
 throughput: 1, 2, 4 and 8 worker processes on one PostgreSQL study, each
 asking (with --sampler), "training" with a trivial objective and telling for
-20 s; trials per second in total.
+20 s (4 s with --quick); trials per second in total.
 
 Without --postgres-url a throwaway PostgreSQL cluster is started with the
 tests' helper (tests/servers.py: initdb + pg_ctl on loopback) and removed
@@ -91,20 +92,20 @@ def grow(study: optuna.Study, dists: dict, count: int, seed: int) -> None:
         study.add_trials(trials[i:i + 500])
 
 
-def make_sampler(name: str) -> optuna.samplers.BaseSampler:
-    """The sweep's sampler configurations (hydra_plugins/search_sweeper), seeded."""
+def make_sampler(name: str, seed: int | None) -> optuna.samplers.BaseSampler:
+    """The sampler as the sweep configures it (hydra_plugins/search_sweeper)."""
     sys.path.insert(0, str(REPO))
-    from hydra_plugins.search_sweeper.search_sweeper import _SAMPLER_ARGS, _SAMPLERS
     from hydra.utils import get_class
+    from hydra_plugins.search_sweeper.search_sweeper import _SAMPLER_ARGS, _SAMPLERS
 
-    return get_class(_SAMPLERS[name])(seed=0, **_SAMPLER_ARGS.get(name, {}))
+    return get_class(_SAMPLERS[name])(seed=seed, **_SAMPLER_ARGS.get(name, {}))
 
 
 def latency(kind: str, target: str, sizes: list[int], samples: int, sampler: str) -> list[dict]:
     dists = space()
     storage = open_storage(kind, target)
     study = optuna.create_study(study_name=f"latency-{kind}-{sampler}", storage=storage, directions=DIRECTIONS,
-                                sampler=make_sampler(sampler))
+                                sampler=make_sampler(sampler, seed=0))
     rows = []
     for size in sizes:
         grow(study, dists, size, seed=size)
@@ -118,8 +119,8 @@ def latency(kind: str, target: str, sizes: list[int], samples: int, sampler: str
         q = statistics.quantiles(times, n=20)
         rows.append({"storage": kind, "trials": size, "p50_ms": 1000 * statistics.median(times),
                      "p95_ms": 1000 * q[18], "samples": samples, "load": load()})
-        print(f"{kind:9s} {sampler:6s} {size:5d} trials: ask+tell p50 {rows[-1]['p50_ms']:7.1f} ms  p95 {rows[-1]['p95_ms']:7.1f} ms"
-              f"  ({samples} samples; load {rows[-1]['load']})", flush=True)
+        print(f"{kind:9s} {sampler:6s} {size:5d} trials: ask+tell p50 {rows[-1]['p50_ms']:7.1f} ms  "
+              f"p95 {rows[-1]['p95_ms']:7.1f} ms  ({samples} samples; load {rows[-1]['load']})", flush=True)
     return rows
 
 
@@ -127,7 +128,7 @@ def _worker(url: str, study_name: str, sampler: str, seconds: float, ready: "mp.
             counts: "mp.Queue") -> None:
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     dists = space()
-    study = optuna.load_study(study_name=study_name, storage=url, sampler=make_sampler(sampler))
+    study = optuna.load_study(study_name=study_name, storage=url, sampler=make_sampler(sampler, seed=None))
     study.tell(study.ask(dists), [1.0, 0.5])  # untimed: connections open, trials cached
     ready.put(os.getpid())
     go.wait()
@@ -147,7 +148,8 @@ def throughput(url: str, workers_list: list[int], seconds: float, seed_trials: i
         study = optuna.create_study(study_name=name, storage=url, directions=DIRECTIONS)
         grow(study, space(), seed_trials, seed=workers)
         ready, counts, go = ctx.Queue(), ctx.Queue(), ctx.Event()
-        procs = [ctx.Process(target=_worker, args=(url, name, sampler, seconds, ready, go, counts)) for _ in range(workers)]
+        procs = [ctx.Process(target=_worker, args=(url, name, sampler, seconds, ready, go, counts))
+                 for _ in range(workers)]
         for p in procs:
             p.start()
         for _ in procs:
