@@ -5,8 +5,9 @@ Two checks, both optional, both decided on rank 0 and obeyed by every rank:
 - **throughput probe** (``train.stop_below_samples_per_s``, set per trial by
   the sweep in two-objective mode): after the warm-up and
   ``train.probe_steps`` timed steps (rounded up to whole timing windows; no
-  probe when that is past half of the trial's steps), the probe's throughput (median of its windows) is compared with the bar; below
-  it, the trial stops. The sweep sets the bar so that a trial stopped here
+  probe when that is past half of the trial's steps), the probe's
+  throughput (median of its windows) is compared with the bar; below it,
+  the trial stops. The sweep sets the bar so that a trial stopped here
   cannot reach the Pareto front (docs/early_stopping.md).
 - **learning curve** (a ``report(step, value) -> should_stop`` callable, given
   by the sweep in single-objective mode): every ``train.eval_every_samples``

@@ -2,8 +2,9 @@
 
 Plain data that survives a pipe and a JSON file: the parent process decides
 oom/timeout/crashed outcomes itself, so a trial only ever reports "ok",
-"diverged" or "stopped_early" (early stopping ended it), plus its metrics (numbers with units in their names) and info
-(strings such as the dtype actually used).
+"diverged" or "stopped_early" (early stopping ended it), plus its metrics
+(numbers with units in their names) and info (strings such as the dtype
+actually used).
 """
 
 from __future__ import annotations

@@ -93,8 +93,7 @@ class RunningTrial:
             self.proc.join(self.seconds_left())
             timed_out = self.proc.is_alive()
             if timed_out:
-                kill_tree(self.proc.pid)
-                self.proc.join()
+                _end(self.proc)
             wall_s = time.perf_counter() - self.started
             if timed_out:
                 result = {"outcome": "timeout", "reason": f"ran past trial.timeout_s={self.timeout_s:g}"}

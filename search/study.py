@@ -27,10 +27,8 @@ _DIRECTIONS = ("maximize", "minimize")
 
 
 def storage_location(storage: str | None) -> str:
-    """What the user sees: an absolute journal path or the redacted URL."""
-    if storage and "://" in storage:
-        return redact(storage)
-    return str(Path(storage or DEFAULT_STORAGE).resolve())
+    """What the user sees: trial_storage with any password redacted."""
+    return redact(trial_storage(storage))
 
 
 def trial_storage(storage: str | None) -> str:

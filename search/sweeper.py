@@ -105,7 +105,7 @@ class SweeperImpl:
         self.nightly = to_py(nightly) or {}
         self.slots_setting = slots
         self.trials_per_gpu = trials_per_gpu
-        self._warming: Any = None  # the forkserver's warm-up thread (device slots)
+        self._warming: Any = None  # the forkserver's warm-up thread, started by sweep() when trials run here
         self.job_idx = 0
         self.rng = random.Random(seed)
         self.pruner_cfg = to_py(pruner)
@@ -404,8 +404,6 @@ class SweeperImpl:
             self._close(study, launch.trial, sweep, {"outcome": "crashed", "reason": reason}, plan, progress)
             heartbeat.untrack(launch.trial)
 
-        if self._warming is None:
-            self._warming = isolate.warm_up()
         slots.run(plan.slots or [], budget, propose, start, finish, abort)
         return outcomes
 

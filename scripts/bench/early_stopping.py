@@ -89,13 +89,13 @@ def main() -> None:
     parser.add_argument("overrides", nargs="*", help="extra Hydra overrides for both sweeps")
     args = parser.parse_args()
     sys.path.insert(0, str(REPO))
-    from benchdoc import machine_line
+    from benchdoc import load_averages, machine_line
 
     overrides = MODES[args.mode] + (QUICK if args.quick else ["hydra.sweeper.n_trials=30"]) + args.overrides
-    load_before = os.getloadavg()
+    load_before = load_averages()
     on = sweep(overrides, early_stopping=True)
     off = sweep(overrides, early_stopping=False)
-    load_after = os.getloadavg()
+    load_after = load_averages()
     answer = "Pareto front" if args.mode == "pareto" else "constrained best"
     wrong_stops = off["front"] & on["stopped"]
     lines = [
@@ -121,15 +121,11 @@ def main() -> None:
         f"### {answer} ({args.mode})", "",
         f"Command: `{command}` (both sweeps: `{' '.join(COMMON + overrides)}`)  ",
         f"Machine: {machine_line()}  ",
-        f"Date: {dt.date.today().isoformat()}; load average (1, 5, 15 min) {_fmt_load(load_before)} before, "
-        f"{_fmt_load(load_after)} after", "",
+        f"Date: {dt.date.today().isoformat()}; load average (1, 5, 15 min) {load_before} before, "
+        f"{load_after} after", "",
         summary, "", *lines, "", *( [args.note, ""] if args.note else []),
     ])
     write_section(block, args.mode)
-
-
-def _fmt_load(load: tuple[float, float, float]) -> str:
-    return ", ".join(f"{x:.2f}" for x in load)
 
 
 def write_section(block: str, mode: str) -> None:

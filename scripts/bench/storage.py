@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import multiprocessing as mp
 import os
-import platform
 import random
 import signal
 import statistics
@@ -46,6 +45,10 @@ from optuna.storages.journal import JournalFileBackend
 from optuna.trial import TrialState, create_trial
 
 REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+
+from benchdoc import load_averages, machine_line  # noqa: E402
+
 DIRECTIONS = ["maximize", "maximize"]
 
 
@@ -54,10 +57,6 @@ def space() -> dict[str, CategoricalDistribution]:
     params = yaml.safe_load((REPO / "conf" / "search" / "default.yaml").read_text())["params"]
     return {key: CategoricalDistribution(yaml.safe_load(f"[{spec[len('choice('):-1]}]"))
             for key, spec in params.items()}
-
-
-def load() -> str:
-    return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 @contextmanager
@@ -94,7 +93,6 @@ def grow(study: optuna.Study, dists: dict, count: int, seed: int) -> None:
 
 def make_sampler(name: str, seed: int | None) -> optuna.samplers.BaseSampler:
     """The sampler as the sweep configures it (hydra_plugins/search_sweeper)."""
-    sys.path.insert(0, str(REPO))
     from hydra.utils import get_class
     from hydra_plugins.search_sweeper.search_sweeper import _SAMPLER_ARGS, _SAMPLERS
 
@@ -118,7 +116,7 @@ def latency(kind: str, target: str, sizes: list[int], samples: int, sampler: str
             times.append(time.perf_counter() - started)
         q = statistics.quantiles(times, n=20)
         rows.append({"storage": kind, "trials": size, "p50_ms": 1000 * statistics.median(times),
-                     "p95_ms": 1000 * q[18], "samples": samples, "load": load()})
+                     "p95_ms": 1000 * q[18], "samples": samples, "load": load_averages()})
         print(f"{kind:9s} {sampler:6s} {size:5d} trials: ask+tell p50 {rows[-1]['p50_ms']:7.1f} ms  "
               f"p95 {rows[-1]['p95_ms']:7.1f} ms  ({samples} samples; load {rows[-1]['load']})", flush=True)
     return rows
@@ -159,7 +157,7 @@ def throughput(url: str, workers_list: list[int], seconds: float, seed_trials: i
         for p in procs:
             p.join()
         rows.append({"workers": workers, "trials": done, "trials_per_s": done / seconds, "seconds": seconds,
-                     "load": load()})
+                     "load": load_averages()})
         print(f"{workers} workers: {done} trials in {seconds:g} s = {done / seconds:6.1f} trials/s "
               f"(study started at {seed_trials} trials; load {rows[-1]['load']})", flush=True)
     return rows
@@ -177,9 +175,8 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unwind: the throwaway PostgreSQL is stopped
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} logical cores; "
-          f"Python {platform.python_version()}, optuna {optuna.__version__}; {time.strftime('%Y-%m-%d %H:%M')}; "
-          f"load before: {load()}", flush=True)
+    print(f"machine: {machine_line()}, optuna {optuna.__version__}; {time.strftime('%Y-%m-%d %H:%M')}; "
+          f"load before: {load_averages()}", flush=True)
     with ExitStack() as stack:
         url = stack.enter_context(postgres(args.postgres_url))
         if args.what in ("latency", "all"):
