@@ -21,7 +21,7 @@ from typing import Any
 
 @dataclass
 class TrialReporter:
-    storage: str  # a journal file path or an RDB URL, as hydra.sweeper.storage resolves it
+    storage: str  # a journal file path, an RDB URL or a grpc:// proxy, as search.study.trial_storage gives it
     study_name: str
     trial_number: int
     pruner: Any  # an optuna.pruners.BasePruner, built by the sweep side from hydra.sweeper.pruner
@@ -50,9 +50,15 @@ class TrialReporter:
 
 
 def open_trial_storage(storage: str) -> Any:
+    """The study's storage as search.study.trial_storage names it (gRPC proxy, RDB URL or journal path),
+    opened without the sweep-side checks and journal repair a trial must not run."""
     from optuna.storages import JournalStorage, RDBStorage
     from optuna.storages.journal import JournalFileBackend
 
+    if storage.startswith("grpc://"):
+        from search.grpc_storage import open_grpc
+
+        return open_grpc(storage)
     if "://" in storage:
         return RDBStorage(storage)
     return JournalStorage(JournalFileBackend(storage))

@@ -12,6 +12,7 @@ import pytest
 
 from conftest import REPO
 from search.errors import BadInput
+from search.reporter import open_trial_storage
 from search.study import load_or_create, open_storage
 from servers import free_port
 
@@ -31,6 +32,9 @@ def test_grpc_proxy_storage(tmp_path: Path) -> None:
         for _ in range(3):
             trial = study.ask({"x": optuna.distributions.FloatDistribution(0, 1)})
             study.tell(trial, trial.params["x"])
+        # a trial's reporter (Optuna's pruners across processes) reaches the study through the proxy too
+        from_trial = optuna.load_study(study_name="proxied", storage=open_trial_storage(f"grpc://127.0.0.1:{port}"))
+        assert len(from_trial.trials) == 3
     finally:
         proxy.terminate()
         output = proxy.communicate(timeout=30)[0]
