@@ -83,10 +83,13 @@ def _trial_runs(workdir: Path) -> dict[int, object]:
 
 @pytest.mark.slow
 def test_two_objectives_a_slow_trial_stops_after_its_probe_a_faster_one_never(workdir: Path) -> None:
-    """Image side 96 px costs ~9x the compute of 32 px: forced slow. 16 px is faster than anything before it."""
+    """Image side 96 px costs ~9x the compute of 32 px: forced slow. 16 px is faster than anything before it.
+
+    Quiet, 96 px ran at 0.16x and 16 px at 1.9x the 32 px throughput; the margin of 0.5 keeps both verdicts
+    when another test file shares the two cores during one trial and not the other."""
     done = run_search("multirun", "hydra.sweeper.params=null", "objective.image_size_px=choice(16,32,96)",
                       "batch_size=32", "train.budget_samples=1000", "train.window_steps=5",
-                      "train.probe_steps=5",
+                      "train.probe_steps=5", "hydra.sweeper.early_stopping_margin=0.5",
                       "hydra.sweeper.n_trials=3", "hydra.sweeper.seed=0", "hydra/sweeper/sampler=tpe",
                       "hydra.sweeper.early_stopping_startup_trials=1", cwd=workdir)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -99,7 +102,7 @@ def test_two_objectives_a_slow_trial_stops_after_its_probe_a_faster_one_never(wo
 
     assert first.state == TrialState.COMPLETE
     assert runs[first.number].data.params["train.stop_below_samples_per_s"] == "None"  # nothing to compare with yet
-    bar = 0.9 * first.values[0]  # the only completed trial holds the best accuracy; margin 0.1
+    bar = 0.5 * first.values[0]  # the only completed trial holds the best accuracy; margin 0.5
     assert float(runs[slow.number].data.params["train.stop_below_samples_per_s"]) == pytest.approx(bar, rel=1e-5)
     assert slow.state == TrialState.PRUNED and slow.user_attrs["outcome"] == "stopped_early"
     probe = slow.user_attrs["metrics"]["probe_throughput_samples_per_s"]
