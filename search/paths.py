@@ -1,5 +1,6 @@
-"""Where conf/ is: inside the installed package (search/conf, shipped by
-pyproject's package-dir mapping) or at the root of a checkout."""
+"""Where conf/ is: inside the installed package (search/conf, copied there
+by setup.py when a wheel is built) or at the root of a checkout (an editable
+install, or the repository on PYTHONPATH)."""
 from __future__ import annotations
 
 from pathlib import Path
