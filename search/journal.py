@@ -4,7 +4,10 @@ Optuna's journal reader skips a final line without a newline (a write cut
 off by a kill) but the next append would glue a new record onto it and
 corrupt the file for good; a lock left by a killed process stalls every
 writer for Optuna's 30 s grace period. Both are handled before the study
-opens, with a copy of the original kept.
+opens, with a copy of the original kept. A complete line that is not a
+record Optuna can replay (not JSON, or JSON such as `42` or an unknown
+`op_code`, which Optuna would meet with a KeyError or an assert) is refused
+with its line number, the file left as it is.
 """
 from __future__ import annotations
 
@@ -15,10 +18,25 @@ import time
 from pathlib import Path
 
 from optuna.storages.journal import JournalFileSymlinkLock
+from optuna.storages.journal._storage import JournalOperation
 
 from search.errors import BadInput
 
 STALE_LOCK_AGE_S = 10.0  # a journal append holds the lock for milliseconds
+# The fields Optuna's replay (JournalStorage's apply_logs) reads unconditionally, per operation.
+_FIELDS = {
+    JournalOperation.CREATE_STUDY: ("study_name", "directions"),
+    JournalOperation.DELETE_STUDY: ("study_id",),
+    JournalOperation.SET_STUDY_USER_ATTR: ("study_id", "user_attr"),
+    JournalOperation.SET_STUDY_SYSTEM_ATTR: ("study_id", "system_attr"),
+    JournalOperation.CREATE_TRIAL: ("study_id", "datetime_start"),
+    JournalOperation.SET_TRIAL_PARAM: ("trial_id", "param_name", "param_value_internal", "distribution"),
+    JournalOperation.SET_TRIAL_STATE_VALUES: ("trial_id", "state", "values"),
+    JournalOperation.SET_TRIAL_INTERMEDIATE_VALUE: ("trial_id", "step", "intermediate_value"),
+    JournalOperation.SET_TRIAL_USER_ATTR: ("trial_id", "user_attr"),
+    JournalOperation.SET_TRIAL_SYSTEM_ATTR: ("trial_id", "system_attr"),
+    JournalOperation.DISCARD_TRIALS: (),
+}
 
 
 def check_journal(path: Path) -> list[str]:
@@ -44,11 +62,11 @@ def _repair(path: Path) -> list[str]:
     data = path.read_bytes()
     complete, _, partial = data.rpartition(b"\n")
     for number, line in enumerate(complete.split(b"\n"), start=1):
-        try:
-            json.loads(line)
-        except ValueError:
-            raise BadInput(f"the study journal must hold one JSON record per line; {path} line {number} is not one; "
-                           f"fix: restore the file from a backup or move it away to start a new study") from None
+        why = _not_a_record(line)
+        if why:
+            raise BadInput(f"the study journal must hold one Optuna journal record (a JSON object with a known op_code "
+                           f"and its fields) per line; {path} line {number} is not one ({why}); "
+                           f"fix: restore the file from a backup or move it away to start a new study")
     if partial:
         backup = path.with_name(f"{path.name}.damaged-{time.strftime('%Y%m%d-%H%M%S')}")
         shutil.copy2(path, backup)
@@ -57,3 +75,18 @@ def _repair(path: Path) -> list[str]:
         notes.append(f"the study journal ended in a partial record ({len(partial)} bytes, a write cut off by a kill): "
                      f"removed it, kept every complete record, original copied to {backup}")
     return notes
+
+
+def _not_a_record(line: bytes) -> str:
+    """Why Optuna could not replay this line, or "" when it can."""
+    try:
+        record = json.loads(line)
+    except ValueError:
+        return "not JSON"
+    if not isinstance(record, dict):
+        return f"JSON {type(record).__name__}, not an object"
+    op = record.get("op_code")
+    if isinstance(op, bool) or not isinstance(op, int) or op not in _FIELDS:
+        return f"op_code {op!r} is none of Optuna's {min(_FIELDS):d}..{max(_FIELDS):d}"
+    missing = [k for k in ("worker_id", *_FIELDS[JournalOperation(op)]) if k not in record]
+    return f"op_code {op} without {', '.join(missing)}" if missing else ""

@@ -11,6 +11,7 @@ import pytest
 from optuna.storages import JournalStorage
 from optuna.storages.journal import JournalFileBackend
 
+from conftest import run_search
 from search.errors import BadInput
 from search.study import open_storage
 
@@ -64,3 +65,33 @@ def test_a_stale_lock_is_removed_on_start(tmp_path: Path, capsys) -> None:
     assert time.perf_counter() - started < 5
     assert "stale lock" in capsys.readouterr().out
     assert len(optuna.load_study(study_name="s", storage=storage).trials) == 1
+
+
+@pytest.mark.parametrize("record, why", [
+    (b"42", "JSON int, not an object"),
+    (b"[]", "JSON list, not an object"),
+    (b'{"op_code": 99, "worker_id": "w"}', "op_code 99 is none of"),
+    (b'{"op_code": 4, "worker_id": "w"}', "op_code 4 without study_id, datetime_start"),
+])
+def test_valid_json_that_is_no_record_is_refused_with_its_line(tmp_path: Path, record: bytes, why: str) -> None:
+    path = tmp_path / "optuna.journal"
+    journal_with_trials(path, 2)
+    lines = path.read_bytes().split(b"\n")
+    lines.insert(1, record)
+    path.write_bytes(b"\n".join(lines))
+    before = path.read_bytes()
+    with pytest.raises(BadInput, match=f"line 2 is not one \\({why}"):
+        open_storage(str(path))
+    assert path.read_bytes() == before
+
+
+def test_the_command_line_refuses_a_journal_record_in_one_line_with_exit_2(workdir: Path) -> None:
+    path = workdir / "optuna.journal"
+    journal_with_trials(path, 1)
+    path.write_bytes(path.read_bytes() + b"42\n")
+    before = path.read_bytes()
+    result = run_search("multirun", cwd=workdir, timeout_s=120)
+    assert result.returncode == 2, result.stderr[-2000:]
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "line 3 is not one (JSON int" in lines[0] and "fix:" in lines[0], result.stderr
+    assert path.read_bytes() == before and not (workdir / "multirun").exists()
