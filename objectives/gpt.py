@@ -1,12 +1,18 @@
 """The gpt workload: a decoder-only transformer trained on the bytes of Python's stdlib.
 
-Vocabulary 256 (raw bytes, no tokenizer to ship), pre-LN blocks, learned
-positional embeddings, output head tied to the token embedding, and
+Tokens are raw bytes (ids 0-255, no tokenizer to ship); pre-LN blocks,
+learned positional embeddings, output head tied to the token embedding, and
 attention through ``F.scaled_dot_product_attention(is_causal=True)`` so a
 GPU runs flash attention. ``objective.size`` picks ``tiny`` (2 layers, 2
-heads, d_model 64, seq_len 64: trains in seconds on a CPU) or ``gpt2-small``
-(12/12/768, seq_len 1024, 124M parameters with GPT-2's vocabulary; ~85M
-here with 256 byte tokens: for a GPU).
+heads, d_model 64, seq_len 64, vocabulary 256: trains in seconds on a CPU)
+or ``gpt2-small``, GPT-2 small itself for a GPU: 12 layers, 12 heads,
+d_model 768, seq_len 1024 and GPT-2's vocabulary of 50257, so 124,439,808
+parameters, the same weight and head matmuls and the same logits memory as
+the model users train. The byte data uses only ids 0-255; the other 50001
+embedding rows (38.4M parameters) stay in because the tied head's matmul
+over the full vocabulary and its (batch, 1024, 50257) logits are a large
+part of GPT-2 small's time and memory, which a systems sweep must measure.
+With a 256-entry vocabulary the same blocks would be 86.0M parameters.
 
 A sample is a window of ``seq_len + 1`` bytes (input and next-byte target);
 the training set holds every start offset of the train split and the
@@ -17,8 +23,10 @@ starts over the validation split, so every trial scores the same bytes.
 
 Model FLOPs per token (``model_flops_per_token``) follow the PaLM paper's
 appendix B: ``6 * N + 12 * n_layer * d_model * seq_len``, where N is the
-non-embedding parameter count (token and position embeddings, and so the
-tied head, excluded), 6N the forward+backward weight matmuls, and the second
+parameter count of the matmuls: every parameter but the position embedding,
+because the token embedding's weight is also the tied head's (nanoGPT counts
+the same way; at vocabulary 50257 the head is a third of the weight
+FLOPs), 6N the forward+backward weight matmuls, and the second
 term the attention score and value matmuls (QK^T and AV: 2 matmuls x 2
 FLOPs x 3 for forward+backward, per layer, per position attended, with
 n_head * head_dim = d_model), counted for the full seq_len as PaLM does,
@@ -44,11 +52,11 @@ from objectives.corpus import build_corpus
 from objectives.config_check import ConfigError
 from objectives.workload import Workload
 
-VOCAB = 256
+BYTE_VOCAB = 256  # the ids the data uses
 INIT_STD = 0.02
-SIZES = {  # n_layer, n_head, d_model, default seq_len
-    "tiny": (2, 2, 64, 64),
-    "gpt2-small": (12, 12, 768, 1024),
+SIZES = {  # n_layer, n_head, d_model, default seq_len, vocabulary
+    "tiny": (2, 2, 64, 64, BYTE_VOCAB),
+    "gpt2-small": (12, 12, 768, 1024, 50257),  # GPT-2 small: 124,439,808 parameters
 }
 
 
@@ -107,12 +115,12 @@ class Block(nn.Module):
 
 
 class GPT(nn.Module):
-    """Logits (B, T, 256) for byte ids (B, T); the head reuses the token embedding's weight."""
+    """Logits (B, T, vocab) for byte ids (B, T); the head reuses the token embedding's weight."""
 
-    def __init__(self, n_layer: int, n_head: int, d_model: int, seq_len: int):
+    def __init__(self, n_layer: int, n_head: int, d_model: int, seq_len: int, vocab: int = BYTE_VOCAB):
         super().__init__()
         self.n_layer, self.d_model, self.seq_len = n_layer, d_model, seq_len
-        self.token_embedding = nn.Embedding(VOCAB, d_model)
+        self.token_embedding = nn.Embedding(vocab, d_model)
         self.position_embedding = nn.Embedding(seq_len, d_model)
         self.blocks = nn.ModuleList(Block(d_model, n_head) for _ in range(n_layer))
         self.ln_final = nn.LayerNorm(d_model)
@@ -132,14 +140,14 @@ class GPT(nn.Module):
         return F.linear(self.ln_final(x), self.token_embedding.weight)
 
 
-def non_embedding_params(model: GPT) -> int:
-    embedding = model.token_embedding.weight.numel() + model.position_embedding.weight.numel()
-    return sum(p.numel() for p in model.parameters()) - embedding
+def matmul_params(model: GPT) -> int:
+    """Parameters that take part in a matmul: all but the position embedding (the token embedding is the head)."""
+    return sum(p.numel() for p in model.parameters()) - model.position_embedding.weight.numel()
 
 
 def model_flops_per_token(model: GPT) -> float:
     """Training FLOPs per token, PaLM appendix B: 6N + 12 * n_layer * d_model * seq_len."""
-    return 6.0 * non_embedding_params(model) + 12.0 * model.n_layer * model.d_model * model.seq_len
+    return 6.0 * matmul_params(model) + 12.0 * model.n_layer * model.d_model * model.seq_len
 
 
 def seq_len_of(cfg: GptConfig) -> int:
@@ -147,8 +155,8 @@ def seq_len_of(cfg: GptConfig) -> int:
 
 
 def build_model(cfg: GptConfig) -> GPT:
-    n_layer, n_head, d_model, _ = SIZES[cfg.size]
-    return GPT(n_layer, n_head, d_model, seq_len_of(cfg))
+    n_layer, n_head, d_model, _, vocab = SIZES[cfg.size]
+    return GPT(n_layer, n_head, d_model, seq_len_of(cfg), vocab)
 
 
 def gpt_workload(cfg: GptConfig, eval_batch_size: int) -> Workload:
