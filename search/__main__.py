@@ -62,10 +62,12 @@ def main(argv: list[str] | None = None) -> None:
 
 def run_hydra(command: str, rest: list[str]) -> None:
     from search.errors import BadInput, Interrupted, exit_bad_input, raise_on_sigterm
+    from search.nvml import pin_cuda_device_order
     from search.precheck import check_command_line
 
     try:
         check_command_line(rest)
+        pin_cuda_device_order()  # before Hydra, the forkserver or any trial: children inherit it
     except BadInput as err:
         exit_bad_input(err)
 

@@ -53,14 +53,22 @@ def _notice_line(reason: str) -> str:
 
 def trial_gpu_indices(devices: int, cuda_visible_devices: str | None = None) -> list[int]:
     """NVML indices of the GPUs a trial with `parallel.devices` ranks uses: its cuda:0..devices-1,
-    given the CUDA_VISIBLE_DEVICES the trial runs with (default: the sweep's own)."""
+    given the CUDA_VISIBLE_DEVICES the trial runs with (default: the sweep's own).
+
+    None for a trial on a MIG instance: NVML reads power, energy, clocks and
+    utilisation per physical GPU, shared with the other instances on it, so
+    they would not be this trial's figures (nor would MFU against the whole
+    GPU's peak)."""
     reason = nvml.start()
     if reason is not None:
         return []
     try:
-        return nvml.visible_indices(nvml.device_count(), cuda_visible_devices)[:devices]
+        gpus = nvml.visible_gpus(nvml.device_count(), cuda_visible_devices)[:devices]
+    except Exception:  # a GPU that does not answer: the trial runs, unsampled
+        return []
     finally:
         nvml.stop()
+    return [] if any(gpu.mig for gpu in gpus) else [gpu.index for gpu in gpus]
 
 
 @dataclass

@@ -9,14 +9,17 @@ NVML, not torch.cuda, answers the GPU questions of the sweep process:
 has done that cannot hand CUDA to the children it forks later. NVML reads the
 driver's management interface and leaves CUDA alone.
 
-Indices are NVML's (PCI bus order). CUDA numbers devices the same way when
-CUDA_DEVICE_ORDER=PCI_BUS_ID, and on a box of identical GPUs either way.
+Indices are NVML's. CUDA_VISIBLE_DEVICES names GPUs the way CUDA does (see
+`visible_indices`): its ordinals count GPUs in PCI bus order only under
+CUDA_DEVICE_ORDER=PCI_BUS_ID (CUDA's default is fastest first), which
+`pin_cuda_device_order` sets in the sweep process before anything starts,
+so that every trial child inherits it and ordinals name the GPU NVML reads.
 """
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Mapping
 
 import pynvml
 
@@ -107,18 +110,105 @@ def compute_capability(h: Any) -> tuple[int, int]:
     return int(major), int(minor)
 
 
-def visible_indices(count: int, cuda_visible_devices: str | None = None) -> list[int]:
-    """NVML indices of the GPUs CUDA shows a process with this CUDA_VISIBLE_DEVICES
-    (default: this process's own)."""
+DEVICE_ORDER = "PCI_BUS_ID"
+
+
+def pin_cuda_device_order(environ: Any = os.environ) -> None:
+    """Make CUDA count GPUs in PCI bus order, as NVML does, before anything starts.
+
+    CUDA's default order is fastest first: on a box with two GPU models,
+    CUDA_VISIBLE_DEVICES=0 would then be one GPU to the trial and another to
+    NVML, and the sweep would sample (and size MFU for) the wrong one. Trial
+    children inherit the variable. A user's other explicit order is refused
+    rather than overridden: their ordinals mean something else."""
+    current = environ.get("CUDA_DEVICE_ORDER", "")
+    if current == "":
+        environ["CUDA_DEVICE_ORDER"] = DEVICE_ORDER
+    elif current != DEVICE_ORDER:
+        from search.errors import BadInput
+
+        raise BadInput(f"CUDA_DEVICE_ORDER must be {DEVICE_ORDER} (or unset) so that CUDA's GPU ordinals name the GPUs "
+                       f"NVML samples; got {current!r}; fix: unset CUDA_DEVICE_ORDER, and name GPUs in "
+                       f"CUDA_VISIBLE_DEVICES by UUID (nvidia-smi -L) if you meant the fastest ones")
+
+
+@dataclass(frozen=True)
+class VisibleGpu:
+    """A device CUDA shows a process: the physical GPU's NVML index, and whether
+    the device is a MIG instance carved from it rather than the whole GPU."""
+
+    index: int
+    mig: bool = False
+
+
+def visible_gpus(count: int, cuda_visible_devices: str | None = None) -> list[VisibleGpu]:
+    """The devices CUDA shows a process with this CUDA_VISIBLE_DEVICES (default:
+    this process's own), in CUDA's order. `count` is NVML's device count.
+
+    Each entry is read as CUDA reads it: an ordinal (the k-th GPU by PCI bus,
+    which is CUDA's count under CUDA_DEVICE_ORDER=PCI_BUS_ID), a GPU UUID or a
+    unique prefix of one (`GPU-8932f937`), or a MIG instance, `MIG-<uuid>` or
+    the older `MIG-GPU-<uuid>/<gi>/<ci>`. Like CUDA, the list ends at the
+    first entry that names no device."""
     visible = os.environ.get("CUDA_VISIBLE_DEVICES") if cuda_visible_devices is None else cuda_visible_devices
     if visible is None:
-        return list(range(count))
-    out: list[int] = []
+        return [VisibleGpu(i) for i in range(count)]
+    uuids = {i: _text(_nvml.nvmlDeviceGetUUID(handle(i))) for i in range(count)}
+    pci_order = sorted(range(count), key=lambda i: _pci_bus_id(handle(i)))
+    out: list[VisibleGpu] = []
     for item in visible.split(","):
-        item = item.strip()
-        if not item.isdigit() or int(item) >= count:
-            break  # CUDA stops at the first invalid entry; UUIDs are not resolved here
-        out.append(int(item))
+        gpu = _resolve(item.strip(), uuids, pci_order)
+        if gpu is None:
+            break
+        out.append(gpu)
+    return out
+
+
+def visible_indices(count: int, cuda_visible_devices: str | None = None) -> list[int]:
+    """NVML indices of the physical GPUs behind `visible_gpus` (a MIG instance: its GPU)."""
+    return [gpu.index for gpu in visible_gpus(count, cuda_visible_devices)]
+
+
+def _resolve(item: str, uuids: dict[int, str], pci_order: list[int]) -> VisibleGpu | None:
+    if item.isdigit():
+        return VisibleGpu(pci_order[int(item)]) if int(item) < len(pci_order) else None
+    if item.upper().startswith("MIG-GPU-"):  # R450/R460 form: MIG-GPU-<uuid>/<gi>/<ci>
+        index = _unique_prefix(item[len("MIG-"):].split("/")[0], uuids)
+        return None if index is None else VisibleGpu(index, mig=True)
+    if item.upper().startswith("MIG-"):
+        key = _unique_prefix(item, _mig_uuids(list(uuids)))
+        return None if key is None else VisibleGpu(key[0], mig=True)
+    if item.upper().startswith("GPU-"):
+        index = _unique_prefix(item, uuids)
+        return None if index is None else VisibleGpu(index)
+    return None
+
+
+def _pci_bus_id(h: Any) -> tuple[int, int, int]:
+    info = _nvml.nvmlDeviceGetPciInfo(h)
+    return int(info.domain), int(info.bus), int(info.device)
+
+
+def _unique_prefix(prefix: str, uuids: Mapping[Any, str]) -> Any:
+    """The key whose UUID starts with `prefix`, when exactly one does (CUDA accepts unique prefixes)."""
+    keys = [key for key, uuid in uuids.items() if uuid.lower().startswith(prefix.lower())]
+    return keys[0] if len(keys) == 1 and len(prefix) > len("GPU-") else None
+
+
+def _mig_uuids(indices: list[int]) -> dict[tuple[int, int], str]:
+    """(GPU index, slot) -> UUID of every MIG instance; a GPU without MIG has none."""
+    out: dict[tuple[int, int], str] = {}
+    for i in indices:
+        h = handle(i)
+        try:
+            slots = int(_nvml.nvmlDeviceGetMaxMigDeviceCount(h))
+        except pynvml.NVMLError:  # not MIG-capable (NOT_SUPPORTED), or an older driver
+            continue
+        for slot in range(slots):
+            try:
+                out[(i, slot)] = _text(_nvml.nvmlDeviceGetUUID(_nvml.nvmlDeviceGetMigDeviceHandleByIndex(h, slot)))
+            except pynvml.NVMLError:  # NOT_FOUND: no instance in this slot
+                continue
     return out
 
 

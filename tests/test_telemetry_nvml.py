@@ -24,9 +24,13 @@ class FakeNvml:
     """Scripted readings with pynvml's function names, types and units (mW, mJ, MHz)."""
 
     def __init__(self, gpus: int = 2, power_w: float = 250.0, reasons=lambda n: 0, fail_after: int | None = None,
-                 energy_supported: bool = True) -> None:
+                 energy_supported: bool = True, names: list[str] | None = None, pci_buses: list[int] | None = None,
+                 mig: dict[int, list[str]] | None = None) -> None:
         self.gpus, self.power_w, self.reasons, self.fail_after = gpus, power_w, reasons, fail_after
         self.energy_supported = energy_supported
+        self.names = names or ["NVIDIA H100 80GB HBM3"] * gpus
+        self.pci_buses = pci_buses or [0x18 + 0x10 * i for i in range(gpus)]  # NVML index order = PCI order
+        self.mig = mig or {}  # GPU index -> its MIG instances' UUIDs (None: an empty slot)
         self.t0 = time.time()
         self.reads: dict[int, int] = {}
         self.masks: list[int] = []
@@ -36,7 +40,24 @@ class FakeNvml:
     def nvmlShutdown(self): self.initialised -= 1
     def nvmlDeviceGetCount(self): return self.gpus
     def nvmlDeviceGetHandleByIndex(self, i): return SimpleNamespace(index=i)
-    def nvmlDeviceGetName(self, h): return "NVIDIA H100 80GB HBM3"
+    def nvmlDeviceGetName(self, h): return self.names[h.index]
+    def nvmlDeviceGetPciInfo(self, h): return SimpleNamespace(domain=0, bus=self.pci_buses[h.index], device=0)
+
+    def nvmlDeviceGetUUID(self, h):
+        if getattr(h, "mig_slot", None) is not None:
+            return self.mig[h.index][h.mig_slot]
+        return f"GPU-{h.index}{h.index}{h.index}{h.index}a1b2-7c3d-4e5f-8a9b-0c1d2e3f4a5{h.index}"
+
+    def nvmlDeviceGetMaxMigDeviceCount(self, h):
+        if h.index not in self.mig:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        return 7
+
+    def nvmlDeviceGetMigDeviceHandleByIndex(self, h, slot):
+        if slot >= len(self.mig[h.index]) or self.mig[h.index][slot] is None:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_FOUND)
+        return SimpleNamespace(index=h.index, mig_slot=slot)
+
     def nvmlSystemGetDriverVersion(self): return "570.86.15"
     def nvmlDeviceGetCudaComputeCapability(self, h): return (9, 0)
 
@@ -109,6 +130,59 @@ def test_trial_gpu_indices_follow_cuda_visible_devices(fake, monkeypatch):
     assert gpu_telemetry.trial_gpu_indices(2, cuda_visible_devices="3,1") == [3, 1]
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2")
     assert gpu_telemetry.trial_gpu_indices(4) == [2]
+
+
+MIG_A = "MIG-5e1f0000-1c2d-5e6f-9a8b-7c6d5e4f3a2b"  # two MIG instances on GPU 1 sharing the prefix MIG-5e1f
+MIG_B = "MIG-5e1f1111-1c2d-5e6f-9a8b-7c6d5e4f3a2b"
+
+
+def test_uuids_prefixes_and_mig_instances_name_the_gpus_nvml_reads(fake, monkeypatch):
+    f = fake(gpus=4, mig={1: [None, MIG_A, MIG_B]})
+    uuid = [f.nvmlDeviceGetUUID(SimpleNamespace(index=i)) for i in range(4)]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", f"{uuid[3]},{uuid[0]}")
+    assert gpu_telemetry.trial_gpu_indices(2) == [3, 0]
+    assert nvml.visible_indices(4, "GPU-2222,GPU-0000a1b2") == [2, 0]  # unique prefixes, as CUDA accepts
+    assert nvml.visible_indices(4, f"0,GPU-9999,{uuid[1]}") == [0]  # CUDA stops at the first entry naming nothing
+    assert nvml.visible_indices(4, f"GPU-,{uuid[1]}") == []  # a prefix every UUID shares names no single GPU
+    assert nvml.visible_gpus(4, f"{MIG_B},{uuid[2]}") == [nvml.VisibleGpu(1, mig=True), nvml.VisibleGpu(2)]
+    assert nvml.visible_gpus(4, "MIG-5e1f1111") == [nvml.VisibleGpu(1, mig=True)]
+    assert nvml.visible_gpus(4, "MIG-5e1f") == []  # ambiguous between the two instances
+    assert nvml.visible_gpus(4, f"MIG-{uuid[1]}/1/0") == [nvml.VisibleGpu(1, mig=True)]  # the R450/R460 form
+    # a MIG trial is not sampled: power, clocks and energy are the whole GPU's, shared with other instances
+    assert gpu_telemetry.trial_gpu_indices(1, cuda_visible_devices=MIG_A) == []
+
+
+def test_a_gpu_machine_named_by_uuid_keeps_its_gpu_values_and_slots(fake, monkeypatch):
+    from search import doctor, fingerprint, slots
+
+    f = fake(gpus=2)
+    uuid = [f.nvmlDeviceGetUUID(SimpleNamespace(index=i)) for i in range(2)]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", ",".join(uuid))
+    # doctor sees both GPUs (this machine's torch is a CPU build, which doctor then names as the reason;
+    # was "CUDA_VISIBLE_DEVICES hides every GPU", so fp16/tf32/fp8/2:4 left the space and one slot ran)
+    assert doctor.gpus().why_none == "2 GPU(s) present but torch is a CPU-only build"
+    assert [s.gpu for s in slots.make_slots("auto", 1, 2)] == uuid
+    assert fingerprint._gpu_facts()["gpu_count"] == "2"
+
+
+def test_ordinals_count_gpus_in_pci_bus_order_as_cuda_does_under_pci_bus_id(fake, monkeypatch):
+    # two models whose NVML enumeration is not their PCI order: ordinal k is the k-th GPU by PCI bus
+    fake(gpus=2, names=["NVIDIA L4", "NVIDIA A100-SXM4-80GB"], pci_buses=[0x65, 0x17])
+    assert nvml.visible_indices(2, "0") == [1] and nvml.visible_indices(2, "1,0") == [0, 1]
+    with GpuSampler(indices=gpu_telemetry.trial_gpu_indices(1, cuda_visible_devices="0"), interval_s=FAST_S) as s:
+        pass
+    assert s.device_name == "NVIDIA A100-SXM4-80GB"
+
+
+def test_the_cuda_device_order_is_pinned_to_pci_bus_or_refused(monkeypatch):
+    from search.errors import BadInput
+
+    env = {}
+    nvml.pin_cuda_device_order(env)
+    assert env == {"CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+    nvml.pin_cuda_device_order(env)
+    with pytest.raises(BadInput, match="CUDA_DEVICE_ORDER must be PCI_BUS_ID .*got 'FASTEST_FIRST'; fix: unset"):
+        nvml.pin_cuda_device_order({"CUDA_DEVICE_ORDER": "FASTEST_FIRST"})
 
 
 def test_only_the_trials_gpus_are_read_and_series_are_stepped(fake):
