@@ -8,7 +8,9 @@ Workload record and goes through this one path; the user's
 applied by its own ``apply_*`` function from ``objectives.knobs``, here and
 nowhere else, in this order:
 
-- the allocator setting (expandable segments) before anything touches CUDA;
+- the allocator setting (expandable segments) first, in run_trial, as the
+  trial process's PYTORCH_CUDA_ALLOC_CONF: the allocator reads it once, when
+  CUDA starts, and DDP ranks inherit it;
 - model pruning first on the model, on the plain module, because
   torch-pruning traces the graph and replaces layers, and parameter/FLOP
   counts must be taken on either side of it;
@@ -94,6 +96,7 @@ def run_trial(cfg: dict, report: Report | None = None) -> TrialResult:
     fails; a non-finite loss is not an error but the outcome "diverged".
     """
     trial = parse_config(cfg)
+    apply_expandable_segments(trial.memory.expandable_segments)  # before anything starts CUDA
     if isinstance(trial.objective, CustomConfig) and trial.objective.callable is not None:
         return run_callable(trial.objective.callable, cfg)
     device_type = "cuda" if torch.cuda.is_available() else "cpu"
@@ -134,7 +137,6 @@ def trial_on_rank(rank: int, world_size: int, port: int, cfg: TrialConfig, repor
     """The whole trial as one rank runs it; returns TrialResult.to_dict() (rank 0's is the answer)."""
     apply_threads(cfg.parallel)
     device = device_for_rank(rank)
-    apply_expandable_segments(cfg.memory, device.type)
     if world_size > 1:
         init_process_group(rank, world_size, port)
     torch.manual_seed(cfg.train.seed)  # identical initial weights on every rank

@@ -6,13 +6,20 @@ blocks, digits' feature extractor) with torch's non-reentrant checkpoint
 wrapper, so their activations are recomputed in the backward pass instead of
 kept: less peak memory for some extra compute. Expandable segments let the
 caching allocator grow a segment instead of fragmenting (CUDA only).
+
+The allocator reads its settings once, from PYTORCH_CUDA_ALLOC_CONF, when
+CUDA starts; so the trial's process sets the variable before torch touches
+CUDA (search/trial_child.py), and DDP ranks inherit it. Setting it through
+torch.cuda.memory._set_allocator_settings instead is private and deprecated
+(a FutureWarning in torch 2.13).
 """
 
 from __future__ import annotations
 
 import functools
+import os
+from typing import MutableMapping
 
-import torch
 from torch import nn
 from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import (
     CheckpointImpl,
@@ -31,10 +38,23 @@ def check_memory(memory: MemoryConfig, device_type: str) -> None:
         )
 
 
-def apply_expandable_segments(memory: MemoryConfig, device_type: str) -> None:
-    """Set before the first CUDA allocation of this process (each trial is a fresh process)."""
-    if device_type == "cuda":
-        torch.cuda.memory._set_allocator_settings(f"expandable_segments:{memory.expandable_segments}")
+ALLOC_CONF_ENV = "PYTORCH_CUDA_ALLOC_CONF"
+
+
+def allocator_conf(expandable_segments: bool, current: str | None) -> str:
+    """The allocator settings with ``expandable_segments`` as the knob says (the knob wins
+    over the user's own value, so a sweep compares what it thinks it compares) and every
+    other setting the user gave kept."""
+    kept = [part.strip() for part in (current or "").split(",")
+            if part.strip() and part.split(":")[0].strip() != "expandable_segments"]
+    return ",".join(kept + [f"expandable_segments:{expandable_segments}"])
+
+
+def apply_expandable_segments(expandable_segments: bool, environ: MutableMapping[str, str] = os.environ) -> None:
+    """Set in a fresh trial process before torch starts CUDA. Starts from the user's
+    PYTORCH_CUDA_ALLOC_CONF, or torch's newer name PYTORCH_ALLOC_CONF (the CUDA one wins when both are set)."""
+    current = environ.get(ALLOC_CONF_ENV) or environ.get("PYTORCH_ALLOC_CONF")
+    environ[ALLOC_CONF_ENV] = allocator_conf(expandable_segments, current)
 
 
 def checkpointing_skip_reason(memory: MemoryConfig, blocks: list[nn.Module]) -> str:
