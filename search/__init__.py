@@ -1,3 +1,7 @@
 """search: find the fastest training-system configuration that still learns."""
 
 __version__ = "0.1.0"
+
+from search.sweep_dir import register as _register_sweep_id
+
+_register_sweep_id()  # conf/ names the sweep directory with it (search/sweep_dir.py)

@@ -117,6 +117,9 @@ class SweeperImpl:
         self.hydra_context = hydra_context
         self.config = config
         self.task_function = task_function
+        # Resolved once, before any job's config is composed: Hydra copies the resolved ${now:...} and
+        # ${search.sweep_id:} into each job's config, so the jobs and the report share this directory.
+        self.sweep_dir = Path(str(config.hydra.sweep.dir))
         self.launcher = Plugins.instance().instantiate_launcher(
             hydra_context=hydra_context, task_function=task_function, config=config)
 
@@ -195,7 +198,7 @@ class SweeperImpl:
                 self._compose(space.fixed_overrides + extra)
         objectives, directions = self._objectives_and_directions(measures_accuracy)
         constraints = parse_constraints(self.constraints)
-        _check_writable(Path(str(self.config.hydra.sweep.dir)))
+        _check_writable(self.sweep_dir)
         storage = open_storage(self.storage)
         if self.batch_size_probe and self._runs_our_trials():
             space = self._probe_batch_size(space)  # last: the cheap checks above fail first
@@ -312,9 +315,9 @@ class SweeperImpl:
         finally:
             completed = [t for t in study.get_trials(deepcopy=False) if t.state == TrialState.COMPLETE]
             tracking.end_sweep(sweep, status, {"trials_complete_in_study": len(completed)},
-                               Path(str(self.config.hydra.sweep.dir)) / "mlflow-unlogged.json")
+                               self.sweep_dir / "mlflow-unlogged.json")
         print_front(study, objectives)
-        report_dir = Path(str(self.config.hydra.sweep.dir)) / "report"
+        report_dir = self.sweep_dir / "report"
         plot_files = write_report(study, report_dir, sweep.parent_run_id)
         night_status = nightly.finish(night, objectives, report_dir, sweep.parent_run_id, plot_files) if night else 0
         print(f"MLflow: {tracking.how_to_look()}   (experiment {self.experiment_name or plan.study_name!r})", flush=True)

@@ -4,6 +4,7 @@ exactly once, no "database is locked" crash, totals add up."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +12,7 @@ from pathlib import Path
 import optuna
 import pytest
 from mlflow.tracking import MlflowClient
+from omegaconf import OmegaConf
 from optuna.trial import TrialState
 
 from conftest import REPO
@@ -68,3 +70,27 @@ def test_workers_share_one_study(workdir: Path, kind: str, workers: int) -> None
     runs = client.search_runs([client.get_experiment_by_name("w").experiment_id],
                               "tags.`search.role` = 'trial'", max_results=100)
     assert sorted(int(r.data.tags["search.trial_number"]) for r in runs) == sorted(t.number for t in trials)
+
+
+def test_two_sweeps_started_together_keep_separate_sweep_dirs(workdir: Path) -> None:
+    """Without hydra.sweep.dir, two sweeps started in the same second in the same directory
+    used to share multirun/<date>/<time>/ and overwrite each other's 0/, 1/ and report/."""
+    env = {**os.environ, "PYTHONPATH": str(REPO), "MLFLOW_TRACKING_URI": f"sqlite:///{workdir}/mlflow.db"}
+    command = [sys.executable, "-m", "search", "multirun", "hydra.sweeper.study_name=together",
+               "hydra.sweeper.n_trials=2", "hydra.sweeper.params=null", "batch_size=choice(16,32,48,64,96,128)",
+               "train.budget_samples=256", "parallel.devices=1", "loader.num_workers=0"]
+    procs = [subprocess.Popen(command, cwd=workdir, env=env, text=True, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE) for _ in range(2)]
+    for proc in procs:
+        out, err = proc.communicate(timeout=600)
+        assert proc.returncode == 0, err[-3000:]
+    sweep_dirs = sorted(p.parent for p in workdir.glob("multirun/*/*/report"))
+    assert len(sweep_dirs) == 2, sorted(str(p.relative_to(workdir)) for p in workdir.glob("multirun/*/*"))
+    for sweep_dir in sweep_dirs:
+        assert re.fullmatch(r"\d{4}-\d{2}-\d{2}/\d{2}-\d{2}-\d{2}-[0-9a-f]{6}",
+                            str(sweep_dir.relative_to(workdir / "multirun")))  # Hydra's layout, plus an id
+        assert sorted(p.name for p in sweep_dir.iterdir() if p.is_dir()) == ["0", "1", "report"]
+        assert list((sweep_dir / "report").glob("*.html"))
+        for job in ("0", "1"):  # each job ran in its own sweep's directory
+            saved = OmegaConf.load(sweep_dir / job / ".hydra" / "hydra.yaml")
+            assert Path(saved.hydra.runtime.output_dir) == (sweep_dir / job).resolve()
