@@ -8,19 +8,27 @@ fork-safe), and CUDA cannot be used in a child forked after the parent has
 touched the driver (``torch.cuda.is_available()`` already does). So ``fork``
 is used only for CPU ranks of one thread each, and the slower but always-safe
 ``forkserver`` otherwise.
+
+Rendezvous: this process holds a TCPStore server on a port the kernel picks
+(port 0) for as long as the ranks run, and hands the ranks its port once
+they have started; every rank joins as a client (objectives/knobs/parallel.py).
+Picking a free port by binding and closing a socket, for rank 0 to bind
+again later, lets the trials of several GPU slots starting at once draw the
+same port, and the loser's rank 0 fails with "address already in use".
 """
 
 from __future__ import annotations
 
 import multiprocessing as mp
 import os
-import socket
 import sys
 import traceback
+from datetime import timedelta
 from multiprocessing.connection import wait
 from typing import Any, Callable
 
 import torch
+import torch.distributed as dist
 
 RANK_TIMEOUT_S = 900.0
 
@@ -29,22 +37,23 @@ class RankFailed(RuntimeError):
     """A rank raised or died; the others were stopped."""
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def rendezvous_store(timeout_s: float = RANK_TIMEOUT_S) -> dist.TCPStore:
+    """A TCPStore server bound to a port the kernel picks; it stays bound while the object lives."""
+    return dist.TCPStore("127.0.0.1", 0, None, True, timedelta(seconds=timeout_s), wait_for_workers=False)
 
 
 def start_method(threads_per_rank: int) -> str:
     return "fork" if threads_per_rank == 1 and not torch.cuda.is_available() else "forkserver"
 
 
-def _rank_entry(fn: Callable[..., Any], rank: int, world_size: int, port: int, conn: Any, args: tuple) -> None:
-    """Report, then leave with ``os._exit``: nothing in a rank needs cleaning up, and
-    tearing gloo down can hang in ProcessGroupGloo's destructor once DDP's
-    reducer lets go of it, so the process group is never destroyed."""
+def _rank_entry(fn: Callable[..., Any], rank: int, world_size: int, conn: Any, args: tuple) -> None:
+    """Wait for the rendezvous port, run, report, then leave with ``os._exit``: nothing
+    in a rank needs cleaning up, and tearing gloo down can hang in
+    ProcessGroupGloo's destructor once DDP's reducer lets go of it, so the
+    process group is never destroyed."""
     code = 0
     try:
+        port = conn.recv()
         conn.send(("ok", fn(rank, world_size, port, *args)))
     except BaseException as exc:  # noqa: BLE001 - every failure must reach the parent
         code = 1
@@ -57,6 +66,7 @@ def _rank_entry(fn: Callable[..., Any], rank: int, world_size: int, port: int, c
 
 def run_ranks(fn: Callable[..., Any], world_size: int, threads_per_rank: int, args: tuple = ()) -> Any:
     """Run ``fn(rank, world_size, port, *args)`` in ``world_size`` processes; return rank 0's value.
+    ``port`` is the rendezvous TCPStore's, held by this process (``init_process_group``).
 
     ``fn`` must be a module-level function (forkserver pickles it). The first
     rank to raise or die stops all the others at once, and its error is
@@ -68,16 +78,18 @@ def run_ranks(fn: Callable[..., Any], world_size: int, threads_per_rank: int, ar
     ctx = mp.get_context(method)
     if method == "forkserver":
         ctx.set_forkserver_preload(["torch", "objectives"])
-    port = free_port()
     procs, conns = [], {}
-    for rank in range(world_size):
-        recv, send = ctx.Pipe(duplex=False)
-        proc = ctx.Process(target=_rank_entry, args=(fn, rank, world_size, port, send, args))
-        proc.start()
-        send.close()
-        procs.append(proc)
-        conns[recv] = rank
     try:
+        for rank in range(world_size):
+            mine, theirs = ctx.Pipe()
+            proc = ctx.Process(target=_rank_entry, args=(fn, rank, world_size, theirs, args))
+            proc.start()
+            theirs.close()
+            procs.append(proc)
+            conns[mine] = rank
+        store = rendezvous_store()  # after the forks: a forked rank must not inherit its server thread
+        for conn in conns:
+            conn.send(store.port)
         return _collect(procs, conns)
     finally:
         for proc in procs:

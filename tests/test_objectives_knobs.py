@@ -9,6 +9,7 @@ import torch.distributed as dist
 
 from objectives import ConfigError, run_trial
 from objectives.grad_agreement import flat_grads_after_one_step
+from objectives.knobs.parallel import init_process_group
 from objectives.launch import RankFailed, run_ranks, start_method
 
 SMALL = {"train": {"budget_samples": 2000}}
@@ -108,7 +109,7 @@ def test_multi_threaded_ranks_start_through_forkserver():
 def _rank1_fails_rank0_waits(rank, world_size, port):
     if rank == 1:
         raise RuntimeError("boom on rank 1")
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world_size)
+    init_process_group(rank, world_size, port)  # through the launcher's store, which rank 1 never joins
     dist.barrier()  # never completes: rank 1 is gone
 
 

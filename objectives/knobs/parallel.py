@@ -1,7 +1,7 @@
 """Parallelism: CPU threads per rank and DDP over ``parallel.devices`` ranks.
 
-gloo on CPU, nccl on CUDA, rendezvous on 127.0.0.1 with a free port chosen by
-the launcher. Each rank trains ``batch_size`` samples per step, DDP averages
+gloo on CPU, nccl on CUDA, rendezvous through the TCPStore server on
+127.0.0.1 that the launcher holds (objectives/launch.py); every rank is its client. Each rank trains ``batch_size`` samples per step, DDP averages
 gradients, so k ranks at batch B take the same step as one rank at k*B.
 """
 
@@ -57,15 +57,12 @@ def backend() -> str:
 
 
 def init_process_group(rank: int, world_size: int, port: int) -> None:
+    """Join the process group through the launcher's TCPStore on ``port`` (no rank binds a port)."""
     if torch.cuda.is_available():
         torch.cuda.set_device(rank)
-    dist.init_process_group(
-        backend(),
-        init_method=f"tcp://127.0.0.1:{port}",
-        rank=rank,
-        world_size=world_size,
-        timeout=timedelta(seconds=COLLECTIVE_TIMEOUT_S),
-    )
+    timeout = timedelta(seconds=COLLECTIVE_TIMEOUT_S)
+    store = dist.TCPStore("127.0.0.1", port, None, False, timeout)
+    dist.init_process_group(backend(), store=store, rank=rank, world_size=world_size, timeout=timeout)
 
 
 def apply_ddp(parallel: ParallelConfig, model: nn.Module, device: torch.device) -> nn.Module:
