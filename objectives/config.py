@@ -55,7 +55,7 @@ class OptimConfig:
 @dataclass
 class LoaderConfig:
     num_workers: int = 0
-    pin_memory: bool = False
+    pin_memory: bool | None = field(default=None, metadata={"kind": bool})  # null: on when the trial trains on CUDA
     persistent_workers: bool = False
     prefetch_factor: int = 2
     augment_on_device: bool = False

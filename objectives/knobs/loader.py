@@ -9,7 +9,10 @@ the input pipeline from starving it.
 worker processes, and DataLoader rejects them otherwise, so they are passed
 only when ``num_workers > 0``. ``pin_memory`` only means something with a
 GPU to copy to; on a CPU it is a no-op that DataLoader warns about on every
-trial, so it is passed only when CUDA is available.
+trial, so it is passed only when the trial trains on CUDA. Its default
+(``null``) turns it on there: the loop copies batches with
+``non_blocking=True``, which from pageable memory is a synchronous copy, so
+unpinned batches would stall the step they feed.
 
 Workers are forked, as in a plain PyTorch run on Linux, whatever start
 method launched this process: a trial runs in a forkserver child, whose
@@ -31,8 +34,15 @@ from torch.utils.data import DataLoader, Dataset, Sampler
 from objectives.config import LoaderConfig
 
 
+def pin_memory(loader: LoaderConfig, device_type: str) -> bool:
+    """``loader.pin_memory`` on this device: null means on for CUDA; never on a CPU."""
+    wanted = device_type == "cuda" if loader.pin_memory is None else loader.pin_memory
+    return wanted and device_type == "cuda"
+
+
 def loader_kwargs(loader: LoaderConfig) -> dict[str, Any]:
-    kwargs: dict[str, Any] = {"num_workers": loader.num_workers, "pin_memory": loader.pin_memory and torch.cuda.is_available()}
+    device_type = "cuda" if torch.cuda.is_available() else "cpu"  # a trial trains on CUDA whenever it has it
+    kwargs: dict[str, Any] = {"num_workers": loader.num_workers, "pin_memory": pin_memory(loader, device_type)}
     if loader.num_workers > 0:
         kwargs["persistent_workers"] = loader.persistent_workers
         kwargs["prefetch_factor"] = loader.prefetch_factor
