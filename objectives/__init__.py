@@ -21,7 +21,8 @@ Every knob and the flag that controls it:
   ``persistent_workers``, ``prefetch_factor``)
 - precision (``precision``: fp32 | tf32 | bf16 | fp16 | fp8; CPU runs fp32, bf16)
 - model pruning (``model_pruning.ratio`` in [0, 0.9], ``model_pruning.method``:
-  structured | unstructured)
+  structured | unstructured | 2:4; 2:4 needs precision bf16 or fp16, and fp8
+  needs ``parallel.compile`` other than none)
 - parallelism (``parallel.devices`` DDP ranks, ``parallel.threads`` per rank)
 - the budget and timing (``train.budget_samples``, ``warmup_steps``,
   ``window_steps``, ``seed``, ``eval_batch_size``)
@@ -37,8 +38,8 @@ Imports only torch, numpy, scikit-learn, psutil and torch-pruning; never the
 sweeper, Optuna, Hydra or MLflow (the ``report`` callable is the sweep's).
 """
 
-from objectives.config import ConfigError, TrialConfig, parse_config
+from objectives.config import CombinationError, ConfigError, TrialConfig, parse_config
 from objectives.result import TrialResult
 from objectives.run import run_trial
 
-__all__ = ["ConfigError", "TrialConfig", "TrialResult", "parse_config", "run_trial"]
+__all__ = ["CombinationError", "ConfigError", "TrialConfig", "TrialResult", "parse_config", "run_trial"]

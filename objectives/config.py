@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from objectives.config_check import ConfigError, Rule, checked, parse_section
+from objectives.config_check import CombinationError, ConfigError, Rule, checked, parse_section
 from objectives.objective_config import (
     OBJECTIVES,
     CustomConfig,
@@ -27,6 +27,7 @@ from objectives.objective_config import (
 
 __all__ = [
     "OBJECTIVES",
+    "CombinationError",
     "ConfigError",
     "CustomConfig",
     "DigitsConfig",
@@ -187,8 +188,19 @@ def parse_config(cfg: dict[str, Any]) -> TrialConfig:
     return trial
 
 
+# The rules below that tie knobs together on any machine, in words (python -m search doctor lists them).
+COMBINATION_RULES = (
+    "precision=fp8 needs parallel.compile other than none (eager fp8 is slower than bf16)",
+    "model_pruning.method=2:4 needs precision bf16 or fp16 (the sparse kernels take half precision only)",
+)
+
+
 def _check_combinations(cfg: TrialConfig) -> None:
-    """Rules that tie two fields together, worded like the single-field ones."""
+    """Rules that tie two fields together, worded like the single-field ones.
+
+    The rules that hold on any machine live here, so the sweep checks them
+    before its first trial; what a machine can run is each knob's own check.
+    """
     if cfg.parallel.compile != "none" and cfg.train.warmup_steps < 1:
         raise ConfigError(
             f"train.warmup_steps must be >= 1 with parallel.compile={cfg.parallel.compile}, so compilation stays "
@@ -198,4 +210,16 @@ def _check_combinations(cfg: TrialConfig) -> None:
         raise ConfigError(
             f"model_pruning.ratio must be 0 or 0.5 with model_pruning.method=2:4 (two of every four weights); "
             f"got {cfg.model_pruning.ratio}; fix: model_pruning.ratio=0.5"
+        )
+    if cfg.precision == "fp8" and cfg.parallel.compile == "none":
+        raise CombinationError(
+            "parallel.compile must not be none with precision=fp8 (torchao's float8 casts are fast only when "
+            "compiled; eager fp8 is slower than bf16); got parallel.compile=none; fix: parallel.compile=default",
+            ("precision", "parallel.compile"),
+        )
+    if cfg.model_pruning.method == "2:4" and cfg.model_pruning.ratio > 0 and cfg.precision not in ("bf16", "fp16"):
+        raise CombinationError(
+            f"precision must be bf16 or fp16 with model_pruning.method=2:4 (the 2:4 sparse kernels take half "
+            f"precision only); got precision={cfg.precision}; fix: precision=bf16",
+            ("precision", "model_pruning.method", "model_pruning.ratio"),
         )

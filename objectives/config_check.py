@@ -17,6 +17,22 @@ class ConfigError(ValueError):
     """A config value a trial cannot run; the message is one line: rule, value, fix."""
 
 
+class CombinationError(ConfigError):
+    """A rule that ties fields together is broken; ``fields`` names them (dotted paths).
+
+    The sweep uses the names to tell a swept value that clashes with a fixed
+    one (it leaves the space before the sweep) from one that clashes only with
+    another swept value (a trial drawing both ends infeasible).
+    """
+
+    def __init__(self, message: str, fields: tuple[str, ...] = ()):
+        super().__init__(message)
+        self.fields = fields
+
+    def __reduce__(self):  # type: ignore[override]
+        return (type(self), (str(self), self.fields))
+
+
 def fail(path: str, rule: str, value: Any, fix: Any) -> ConfigError:
     return ConfigError(f"{path} must be {rule}; got {value!r}; fix: {path}={fix}")
 

@@ -37,6 +37,10 @@ MLP Linear's outputs and the second's inputs, via torch-pruning); attention
 heads and the residual width are left whole, because cutting heads out of
 a fused qkv projection is fiddly and narrowing the residual width touches
 every layer and the tied embedding.
+Model pruning ``2:4`` swaps the four Linear layers of every block but the
+first and the last (at gpt2-small, 40 of 48); those two blocks stay dense,
+as do the embeddings and the head (the tied embedding, not a Linear module),
+because the first and last layers lose the most accuracy to sparsity.
 """
 
 from __future__ import annotations
@@ -180,6 +184,8 @@ def gpt_workload(cfg: GptConfig, eval_batch_size: int) -> Workload:
         model_pruning_ignored=[
             m for m in model.modules() if isinstance(m, (nn.Linear, nn.Embedding, nn.LayerNorm)) and m not in mlp_inputs
         ],
+        semi_sparse_kept=[m for block in (model.blocks[0], model.blocks[-1]) for m in block.modules()
+                          if isinstance(m, nn.Linear)],
         tokens_per_sample=seq_len,
         model_flops_per_token=model_flops_per_token,
         checkpoint_blocks=list(model.blocks),

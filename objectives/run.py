@@ -57,10 +57,11 @@ from objectives.knobs.memory import (
     checkpointing_skip_reason,
 )
 from objectives.knobs.model_pruning import (
-    apply_model_pruning,
     check_model_pruning,
     finalize_model_pruning,
+    layers_kept,
     model_pruning_skip_reason,
+    prune_and_count,
 )
 from objectives.knobs.optimizer import build_optimizer
 from objectives.knobs.parallel import (
@@ -101,7 +102,7 @@ def run_trial(cfg: dict, report: Report | None = None) -> TrialResult:
         return run_callable(trial.objective.callable, cfg)
     device_type = "cuda" if torch.cuda.is_available() else "cpu"
     check_precision(trial.precision, device_type)
-    check_model_pruning(trial.model_pruning, trial.precision, device_type)
+    check_model_pruning(trial.model_pruning, device_type)
     check_memory(trial.memory, device_type)
     check_framework(trial.framework, device_type)
     check_parallel(trial.parallel)
@@ -114,7 +115,7 @@ def run_trial(cfg: dict, report: Report | None = None) -> TrialResult:
 def knobs_not_applied(cfg: TrialConfig, work: Workload) -> dict[str, str]:
     """Knob -> why it cannot apply to this workload, decided before training starts."""
     reasons = {}
-    model_pruning = model_pruning_skip_reason(cfg.model_pruning, work.model, work.model_pruning_ignored)
+    model_pruning = model_pruning_skip_reason(cfg.model_pruning, work.model, layers_kept(cfg.model_pruning, work))
     if model_pruning:
         reasons["model_pruning"] = model_pruning
     if cfg.train.target_val_accuracy is not None and not measures_accuracy(cfg, work):
@@ -142,23 +143,16 @@ def trial_on_rank(rank: int, world_size: int, port: int, cfg: TrialConfig, repor
     torch.manual_seed(cfg.train.seed)  # identical initial weights on every rank
     work = build_workload(cfg.objective, cfg.train.eval_batch_size)
     not_applied = knobs_not_applied(cfg, work)
-    model, example = work.model, work.example_input
-    metrics: dict[str, float] = {
-        "params_count_before_model_pruning": measure.params_count(model),
-        "flops_per_sample_before_model_pruning": measure.flops_per_sample(model, example),
-    }
-
-    if "model_pruning" not in not_applied:
-        model = apply_model_pruning(cfg.model_pruning, model, example, work.model_pruning_ignored)
-    metrics["params_count"] = measure.params_count(model)
-    metrics["flops_per_sample"] = measure.flops_per_sample(model, example)
-    if cfg.model_pruning.ratio > 0 and cfg.model_pruning.method == "structured" and "model_pruning" not in not_applied:
-        if metrics["params_count"] == metrics["params_count_before_model_pruning"]:
-            not_applied["model_pruning"] = "structured: torch-pruning found no channel group to remove"
+    pruned = prune_and_count(cfg.model_pruning, work, applies="model_pruning" not in not_applied)
+    model, metrics, semi_sparse_names = pruned.model, pruned.metrics, pruned.semi_sparse_layers
+    if pruned.not_applied:
+        not_applied["model_pruning"] = pruned.not_applied
     if work.model_flops_per_token is not None:
         metrics["model_flops_per_token"] = work.model_flops_per_token(model)
 
     model, precision = apply_precision(cfg.precision, model.to(device), device.type)
+    if cfg.precision == "fp8":
+        metrics["fp8_converted_layers"] = len(precision.fp8_converted_layers)
     model = apply_activation_checkpointing(cfg.memory, model, work.checkpoint_blocks)
     channels_last = "framework.channels_last" not in not_applied
     model = apply_framework(cfg.framework, model, device.type, channels_last)
@@ -230,6 +224,10 @@ def trial_on_rank(rank: int, world_size: int, port: int, cfg: TrialConfig, repor
         "world_size": str(world_size),
         "device": device.type,
     }
+    if precision.fp8_converted_layers:
+        info["fp8_converted_layer_names"] = ",".join(precision.fp8_converted_layers)
+    if semi_sparse_names:
+        info["model_pruning_semi_structured_layer_names"] = ",".join(semi_sparse_names)
     if world_size > 1:
         info["ddp_backend"] = backend()
         info["rank_start_method"] = start_method(cfg.parallel.threads)

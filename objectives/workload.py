@@ -35,6 +35,8 @@ class Workload:
     example_input: torch.Tensor  # one sample with its batch dimension, for FLOPs and model pruning
     loss_fn: LossFn = cross_entropy
     model_pruning_ignored: list[nn.Module] = field(default_factory=list)  # structured model pruning keeps these
+    # 2:4 model pruning keeps these dense; None: the model's first and last nn.Linear (its input layer and head)
+    semi_sparse_kept: list[nn.Module] | None = None
     tokens_per_sample: int = 0  # > 0 for language models: throughput is also reported in tokens/s
     model_flops_per_token: Callable[[nn.Module], float] | None = None  # analytic training FLOPs, after model pruning
     checkpoint_blocks: list[nn.Module] = field(default_factory=list)  # what activation checkpointing wraps

@@ -91,8 +91,10 @@ def _removed_gpu_switches(g: Gpus) -> dict[str, str]:
         out[SEMI_STRUCTURED] = f"needs a GPU with compute capability >= 8.0; no usable GPU ({g.why_none})"
     elif (g.capability or (0, 0)) < (8, 0):
         out[SEMI_STRUCTURED] = "needs compute capability >= 8.0 (sparse tensor cores)"
+    elif not _has_cusparselt():
+        out[SEMI_STRUCTURED] = "needs cuSPARSELt, which this torch build lacks; fix: install a CUDA build of torch"
     elif not _importable("torchao.sparsity.training"):
-        out[SEMI_STRUCTURED] = "needs torchao; fix: pip install torchao"
+        out[SEMI_STRUCTURED] = "needs torchao; fix: pip install 'torchao>=0.18'"
     return out
 
 
@@ -110,7 +112,7 @@ def _removed_precisions(g: Gpus) -> dict[str, str]:
     if cap < (8, 9):
         out["fp8"] = f"needs compute capability >= 8.9 (Ada/Hopper); this GPU has {shown}"
     elif not _importable("torchao.float8"):
-        out["fp8"] = "needs torchao; fix: pip install torchao"
+        out["fp8"] = "needs torchao; fix: pip install 'torchao>=0.18'"
     return out
 
 
@@ -158,8 +160,8 @@ def checks(storage: str | None) -> list[Check]:
     if torch_version is not None:
         backends = ddp_backends()
         out.append(Check("DDP backends", bool(backends), ", ".join(backends) or "none", needed=False))
-    out.append(Check("torchao (fp8)", _importable("torchao"), "importable" if _importable("torchao") else
-                     "not installed", needed=False))
+    out.append(Check("torchao (fp8, 2:4)", _importable("torchao"), _torchao_version() or
+                     "not installed; fix: pip install 'torchao>=0.18'", needed=False))
     out.append(check_storage(storage))
     out.append(check_tracking())
     return out
@@ -190,6 +192,9 @@ def main(argv: list[str]) -> int:
         gone = "; ".join(f"{k.split('=', 1)[1]}: {why}" for k, why in removed.items() if k.startswith(knob + "="))
         knobs.add_row(knob, ", ".join(map(str, runnable.get(knob, ["every other value"]))), gone or "-")
     console.print(knobs)
+    from objectives.config import COMBINATION_RULES
+
+    console.print(f"rules on any machine: {'; '.join(COMBINATION_RULES)}")
 
     results = checks(args.storage)
     table = Table(title="services and libraries", title_justify="left")
@@ -263,6 +268,25 @@ def _torch_cuda_version() -> str | None:
     except ImportError:
         return None
     return torch.version.cuda
+
+
+def _has_cusparselt() -> bool:
+    """Whether this torch build has cuSPARSELt (2:4's kernels); a build flag, so CUDA is not started."""
+    try:
+        import torch
+    except ImportError:
+        return False
+    return bool(torch.backends.cusparselt.is_available())
+
+
+def _torchao_version() -> str | None:
+    """The installed torchao's version, read from its metadata: importing it takes seconds."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("torchao")
+    except PackageNotFoundError:
+        return None
 
 
 def _importable(module: str) -> bool:

@@ -24,6 +24,7 @@ from optuna.trial import TrialState
 
 from search import fingerprint, gpu_telemetry, isolate, nightly, slots, tracking
 from search.batch_probe import ProbeFailed, bound_batch_size, probe_overrides
+from search.combinations import drop_clashes, parse_probes
 from search.composed_job import run_composed
 from search.constraints import Constraint, parse_constraints
 from search.doctor import removed_values, runnable_knob_values
@@ -141,21 +142,15 @@ class SweeperImpl:
     def _compose(self, overrides: Sequence[str]) -> dict[str, Any]:
         return trial_config(self._compose_job(overrides))
 
-    def _check_knob_values(self, space: Space) -> bool:
+    def _check_knob_values(self, space: Space) -> tuple[bool, dict[str, str]]:
         """Compose the config at every categorical value and each numeric bound,
         and validate it the way the trial will, so a bad value never becomes a
-        trial. Returns whether the workload measures accuracy."""
-        from objectives import ConfigError, parse_config
+        trial. Returns whether the workload measures accuracy, and the swept
+        values that break a combination rule with a fixed value (search/combinations.py)."""
+        from objectives import parse_config
 
-        probes: list[list[str]] = [[]]
-        for key, dist in space.distributions.items():
-            values = getattr(dist, "choices", None) or (dist.low, dist.high)
-            probes += [[to_override(key, v)] for v in values]
-        try:
-            parsed = [parse_config(self._compose(space.fixed_overrides + extra)) for extra in probes]
-        except ConfigError as err:
-            raise BadInput(str(err)) from None
-        return bool(parsed[0].objective.measures_accuracy)
+        parsed, clashes = parse_probes(space, lambda extra: parse_config(self._compose(space.fixed_overrides + extra)))
+        return bool(parsed[0].objective.measures_accuracy), clashes
 
     def _default_study_name(self) -> str:
         objective = self.config.get("objective")
@@ -188,10 +183,14 @@ class SweeperImpl:
         space = build_space(self.params, arguments)
         measures_accuracy = True
         if self._runs_our_trials():
-            measures_accuracy = self._check_knob_values(space)  # first: an unknown value is wrong everywhere
+            measures_accuracy, clashes = self._check_knob_values(space)  # first: an unknown value is wrong everywhere
             space, removed = fit_to_machine(space, removed_values(), runnable_knob_values())
             if removed:
                 print(f"removed from the search space, this machine cannot run them: {'; '.join(removed)}", flush=True)
+            space, clashing = drop_clashes(space, clashes)
+            if clashing:
+                print(f"removed from the search space, they break a rule with a fixed value: {'; '.join(clashing)}",
+                      flush=True)
         else:
             for extra in [[]] + [[to_override(k, getattr(d, "choices", [getattr(d, "low", None)])[0])]
                                  for k, d in space.distributions.items()]:

@@ -49,8 +49,8 @@ def test_on_a_cpu_machine_gpu_values_are_removed_and_forcing_one_exits_2(workdir
     forced = run_search("multirun", "precision=fp16", cwd=workdir / "multirun")
     assert forced.returncode == 2
     assert "precision=fp16 cannot run on this machine" in forced.stderr
-    forced = run_search("multirun", "hydra.sweeper.params=null", "model_pruning.method='2:4'",
-                        "model_pruning.ratio=0.5", "batch_size=choice(32,64)", cwd=workdir / "multirun")
+    forced = run_search("multirun", "hydra.sweeper.params=null", "model_pruning.method='2:4'", "model_pruning.ratio=0.5",
+                        "precision=bf16", "batch_size=choice(32,64)", cwd=workdir / "multirun")
     assert forced.returncode == 2
     assert "model_pruning.method='2:4' cannot run on this machine: needs a GPU" in forced.stderr
 

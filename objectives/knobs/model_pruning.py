@@ -9,10 +9,17 @@ outputs are the classes; for gpt everything but the MLP hidden channels).
 nonzeros. The masks stay attached during training (so the optimizer cannot
 revive pruned weights) and are made permanent by ``finalize_model_pruning``.
 ``2:4`` is semi-structured sparsity for NVIDIA's sparse tensor cores
-(compute capability 8.0+, fp16/bf16): the Linear layers outside the kept
-ones are swapped for torchao's ``SemiSparseLinear``, which keeps two of
-every four weights (by magnitude, at run time) and multiplies with the
-sparse kernels in forward and backward; the ratio is one half by definition.
+(compute capability 8.0+, cuSPARSELt, fp16/bf16 only: a config rule ties it
+to precision bf16 or fp16): the eligible Linear layers are swapped for
+``AutocastSemiSparseLinear`` (objectives/knobs/semi_sparse.py), which keeps
+two of every four weights of the half-precision copy of the weight (by
+magnitude, every step) and multiplies with the sparse kernels in forward and
+backward; the ratio is one half by definition. Eligible means both weight
+dimensions a multiple of 128 (cuSPARSELt's metadata layout in the tile
+kernel) and not in the workload's ``semi_sparse_kept``: the model's first and
+last layers and its head, where sparsity costs the most accuracy for the least time saved.
+The swap changes no shape, so FLOPs are counted on the dense model before it
+(the sparse kernels have no CPU version to count them with).
 
 A model with nothing the method can prune is not an error but a knob that
 did not apply, which ``model_pruning_skip_reason`` says before anything runs.
@@ -20,12 +27,16 @@ did not apply, which ``model_pruning_skip_reason`` says before anything runs.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 import torch.nn.utils.prune as prune
 import torch_pruning as tp
 from torch import nn
 
+from objectives import measure
 from objectives.config import ConfigError, ModelPruningConfig
+from objectives.workload import Workload
 
 
 _LAYERS = (nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.Linear)
@@ -35,8 +46,15 @@ def _prunable(model: nn.Module) -> list[tuple[nn.Module, str]]:
     return [(m, "weight") for m in model.modules() if isinstance(m, _LAYERS)]
 
 
-def check_model_pruning(cfg: ModelPruningConfig, precision: str, device_type: str) -> None:
-    """2:4 needs sparse tensor cores, half precision and torchao; refused before any work starts."""
+SEMI_SPARSE_MULTIPLE = 128  # cuSPARSELt's tile metadata: rows and columns in multiples of 128
+
+
+def check_model_pruning(cfg: ModelPruningConfig, device_type: str) -> None:
+    """2:4 needs sparse tensor cores, cuSPARSELt and torchao; refused before any work starts.
+
+    Its precision rule (bf16 or fp16) holds on any machine, so the config
+    parser checks it with the other combination rules.
+    """
     if cfg.method != "2:4" or cfg.ratio == 0:
         return
     if device_type != "cuda":
@@ -50,20 +68,37 @@ def check_model_pruning(cfg: ModelPruningConfig, precision: str, device_type: st
             f"model_pruning.method 2:4 needs compute capability 8.0 or later; got {major}.{minor}; "
             "fix: model_pruning.method=structured"
         )
-    if precision not in ("bf16", "fp16"):
+    if not torch.backends.cusparselt.is_available():
         raise ConfigError(
-            f"model_pruning.method 2:4 runs on fp16/bf16 sparse kernels; got precision={precision}; fix: precision=bf16"
+            "model_pruning.method 2:4 needs cuSPARSELt; got a torch build without it; "
+            "fix: model_pruning.method=structured or install a CUDA build of torch"
         )
     try:
         import torchao.sparsity.training  # noqa: F401
     except ImportError:
-        raise ConfigError("model_pruning.method 2:4 needs torchao; got none installed; fix: pip install torchao") from None
+        raise ConfigError(
+            "model_pruning.method 2:4 needs torchao; got none installed; fix: pip install 'torchao>=0.18'"
+        ) from None
 
 
-def _semi_sparse_eligible(module: nn.Module, ignored_layers: list[nn.Module]) -> bool:
-    # cuSPARSELt/CUTLASS want both dimensions in multiples of 64 for half precision
-    return (isinstance(module, nn.Linear) and all(module is not keep for keep in ignored_layers)
-            and module.in_features % 64 == 0 and module.out_features % 64 == 0)
+def layers_kept(cfg: ModelPruningConfig, work: Workload) -> list[nn.Module]:
+    """The layers this method leaves whole: 2:4's own list, else the workload's structured-pruning list."""
+    if cfg.method != "2:4":
+        return work.model_pruning_ignored
+    if work.semi_sparse_kept is not None:
+        return work.semi_sparse_kept
+    linears = [m for m in work.model.modules() if isinstance(m, nn.Linear)]
+    return linears[:1] + linears[-1:]  # the model's first layer and its head
+
+
+def _semi_sparse_eligible(module: nn.Module, kept: list[nn.Module]) -> bool:
+    return (isinstance(module, nn.Linear) and all(module is not keep for keep in kept)
+            and module.in_features % SEMI_SPARSE_MULTIPLE == 0 and module.out_features % SEMI_SPARSE_MULTIPLE == 0)
+
+
+def semi_sparse_layer_names(model: nn.Module, kept: list[nn.Module]) -> list[str]:
+    """The Linear layers 2:4 swaps, by qualified name, in module order."""
+    return [name for name, m in model.named_modules() if _semi_sparse_eligible(m, kept)]
 
 
 def model_pruning_skip_reason(cfg: ModelPruningConfig, model: nn.Module, ignored_layers: list[nn.Module]) -> str:
@@ -76,8 +111,9 @@ def model_pruning_skip_reason(cfg: ModelPruningConfig, model: nn.Module, ignored
         if not layers:
             return "structured: no Conv or Linear layer outside the ones the workload keeps whole (its head)"
     elif cfg.method == "2:4":
-        if not any(_semi_sparse_eligible(m, ignored_layers) for m in model.modules()):
-            return "2:4: no Linear layer with both dimensions a multiple of 64 outside the kept ones"
+        if not semi_sparse_layer_names(model, ignored_layers):
+            return (f"2:4: no Linear layer with both dimensions a multiple of {SEMI_SPARSE_MULTIPLE} outside the "
+                    "kept ones (first and last layers, head)")
     elif not layers:
         return "unstructured: no Conv or Linear layer"
     return ""
@@ -99,13 +135,51 @@ def apply_model_pruning(
         )
         pruner.step()
     elif cfg.method == "2:4":
-        from torchao.sparsity.training import SemiSparseLinear, swap_linear_with_semi_sparse_linear
+        from objectives.knobs.semi_sparse import swap_to_semi_sparse
 
-        names = {name: SemiSparseLinear for name, m in model.named_modules() if _semi_sparse_eligible(m, ignored_layers)}
-        swap_linear_with_semi_sparse_linear(model, names)
+        swap_to_semi_sparse(model, semi_sparse_layer_names(model, ignored_layers))
     else:
         prune.global_unstructured(_prunable(model), pruning_method=prune.L1Unstructured, amount=cfg.ratio)
     return model
+
+
+@dataclass
+class PrunedModel:
+    model: nn.Module
+    metrics: dict[str, float]  # parameters and forward FLOPs per sample on either side; 2:4's layer count
+    semi_sparse_layers: list[str]  # the layers 2:4 swapped, by name ([] for the other methods)
+    not_applied: str  # why the knob turned out not to apply ("" when it did)
+
+
+def prune_and_count(cfg: ModelPruningConfig, work: Workload, applies: bool) -> PrunedModel:
+    """Model pruning on the plain model, with parameter and FLOP counts taken on either side of it.
+
+    2:4 changes no shape and its sparse kernels have no CPU version (the
+    counting forward runs before the model moves to its device), so its FLOPs
+    are the dense model's, counted before the swap: the work the model
+    defines, as MFU wants it, not the half that the sparse tensor cores skip.
+    """
+    model, example = work.model, work.example_input
+    kept = layers_kept(cfg, work)
+    metrics: dict[str, float] = {
+        "params_count_before_model_pruning": measure.params_count(model),
+        "flops_per_sample_before_model_pruning": measure.flops_per_sample(model, example),
+    }
+    names = semi_sparse_layer_names(model, kept) if applies and cfg.method == "2:4" and cfg.ratio > 0 else []
+    if names:
+        metrics["model_pruning_semi_structured_layers"] = len(names)
+    if applies:
+        model = apply_model_pruning(cfg, model, example, kept)
+    metrics["params_count"] = measure.params_count(model)
+    if names:
+        metrics["flops_per_sample"] = metrics["flops_per_sample_before_model_pruning"]
+    else:
+        metrics["flops_per_sample"] = measure.flops_per_sample(model, example)
+    not_applied = ""
+    if applies and cfg.ratio > 0 and cfg.method == "structured":
+        if metrics["params_count"] == metrics["params_count_before_model_pruning"]:
+            not_applied = "structured: torch-pruning found no channel group to remove"
+    return PrunedModel(model, metrics, names, not_applied)
 
 
 def finalize_model_pruning(model: nn.Module) -> nn.Module:

@@ -5,12 +5,22 @@ tf32, fp16 and fp8 are GPU features, and asking for them without CUDA is a
 config error with the fix, not a crashed trial. fp32 on CUDA turns TF32 off
 explicitly, because cuDNN convolutions default to TF32 and "fp32" must mean
 fp32.
+
+fp8 is torchao's float8 training (tensorwise scaling): every nn.Linear whose
+two dimensions are multiples of 16 (the fp8 matmul's requirement) becomes a
+Float8Linear, under bf16 autocast. Its casts and scales are only fast when
+torch.compile fuses them; eager fp8 is slower than bf16, so a config rule
+(objectives/config.py) refuses fp8 with ``parallel.compile=none``. The trial
+reports the converted layers (metric ``fp8_converted_layers``, info
+``fp8_converted_layer_names``). The conversion runs on a CPU (torchao's
+emulate mode even runs the layers, which is how the tests check it); the fp8
+matmuls need sm_89+ and have not run in this project's tests.
 """
 
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import torch
@@ -27,6 +37,7 @@ class PrecisionPlan:
     device_type: str
     autocast_dtype: torch.dtype | None
     grad_scaler: Any = None  # torch.amp.GradScaler for fp16, else None
+    fp8_converted_layers: list[str] = field(default_factory=list)  # qualified names, in module order
 
     def autocast(self) -> contextlib.AbstractContextManager:
         if self.autocast_dtype is None:
@@ -50,13 +61,29 @@ def check_precision(precision: str, device_type: str) -> None:
         try:
             import torchao.float8  # noqa: F401
         except ImportError:
-            raise ConfigError("precision fp8 needs torchao; got no torchao installed; fix: pip install torchao") from None
+            raise ConfigError(
+                "precision fp8 needs torchao; got no torchao installed; fix: pip install 'torchao>=0.18'"
+            ) from None
     if precision == "bf16" and device_type == "cuda" and not torch.cuda.is_bf16_supported():
         raise ConfigError("precision bf16 needs a GPU with bf16 support; got none; fix: precision=fp16")
 
 
 def _fp8_convertible(module: nn.Module, fqn: str) -> bool:
     return isinstance(module, nn.Linear) and module.in_features % 16 == 0 and module.out_features % 16 == 0
+
+
+def convert_to_fp8(model: nn.Module, emulate: bool = False) -> list[str]:
+    """Swap the convertible nn.Linear layers for torchao's Float8Linear in place; their names.
+
+    ``emulate`` runs the fp8 casts in plain torch, so the conversion and the
+    layers can be checked on a CPU; trials never emulate.
+    """
+    from torchao.float8 import Float8LinearConfig, convert_to_float8_training
+    from torchao.float8.float8_linear import Float8Linear
+
+    convert: Callable[..., Any] = convert_to_float8_training
+    convert(model, module_filter_fn=_fp8_convertible, config=Float8LinearConfig(emulate=emulate))
+    return [name for name, m in model.named_modules() if isinstance(m, Float8Linear)]
 
 
 def apply_precision(precision: str, model: nn.Module, device_type: str) -> tuple[nn.Module, PrecisionPlan]:
@@ -70,10 +97,6 @@ def apply_precision(precision: str, model: nn.Module, device_type: str) -> tuple
         tf32 = precision == "tf32"
         torch.backends.cuda.matmul.allow_tf32 = tf32
         torch.backends.cudnn.allow_tf32 = tf32
-    if precision == "fp8":
-        from torchao.float8 import convert_to_float8_training
-
-        convert: Callable[..., Any] = convert_to_float8_training
-        convert(model, module_filter_fn=_fp8_convertible)
+    fp8_layers = convert_to_fp8(model) if precision == "fp8" else []
     scaler = torch.amp.GradScaler("cuda") if precision == "fp16" else None
-    return model, PrecisionPlan(precision, device_type, _AUTOCAST_DTYPE[precision], scaler)
+    return model, PrecisionPlan(precision, device_type, _AUTOCAST_DTYPE[precision], scaler, fp8_layers)
