@@ -1,6 +1,7 @@
 """`python -m search multirun [overrides]`: a sweep (Hydra --multirun).
 `python -m search run [overrides]`: one trial at a fixed configuration.
 `python -m search doctor`: what this machine can run and whether storage and MLflow answer.
+`python -m search selftest [overrides]`: each knob value this machine admits, run for a few steps.
 `python -m search nightly [overrides]`: the nightly sweep (conf/nightly.yaml).
 `python -m search report` / `export`: a study's plots; its chosen configuration as overrides.
 
@@ -14,11 +15,14 @@ import sys
 
 USAGE = """usage: python -m search {multirun,run,nightly} [hydra overrides ...]
        python -m search doctor [--storage URL_OR_PATH]
+       python -m search selftest [--only KNOB] [--timeout-s S] [hydra overrides ...]
        python -m search {report,export} [--storage URL_OR_PATH] [--study-name NAME] [--help]
 
   multirun   sweep the search space (conf/search/) with Optuna, log to MLflow
   run        run one trial at the configuration given by the overrides
   doctor     hardware, versions, runnable knob values, storage and MLflow reachability
+  selftest   run each knob value the hardware check admits for a few steps, in isolated trials
+             (exit 1 when an admitted value fails: the check is wrong); on a GPU, run it first
   nightly    the nightly sweep: warm start, incumbent re-measured, regression test, report
              (exit 0 fine, 4 regression, 5 could not run)
   report     a study's Pareto front, plots (PNG, HTML) on disk and in MLflow
@@ -31,7 +35,7 @@ Examples:
 Hydra's own flags work too: python -m search multirun --cfg job"""
 
 COMMANDS = {"multirun": ["--multirun"], "run": [], "nightly": ["--multirun", "--config-name", "nightly"],
-            "doctor": [], "report": [], "export": []}
+            "doctor": [], "selftest": [], "report": [], "export": []}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -49,6 +53,10 @@ def main(argv: list[str] | None = None) -> None:
         from search.doctor import main as doctor
 
         raise SystemExit(doctor(rest))
+    if command == "selftest":
+        from search.selftest import main as selftest
+
+        raise SystemExit(selftest(rest))
     if command in ("report", "export"):
         from importlib import import_module
 

@@ -3,6 +3,7 @@
 | status | meaning |
 | --- | --- |
 | 0 | the sweep ran its trials |
+| 1 | `selftest`: a knob value the hardware check admits failed (the check is wrong); `doctor`: something a sweep needs is missing |
 | 2 | bad input: nothing was created |
 | 3 | the sweep gave up: too many trials failed (hydra.sweeper.max_failure_rate) |
 | 4 | `nightly`: a regression (search/regression.py says which test) |
@@ -16,6 +17,7 @@ import signal
 import sys
 from typing import Callable
 
+EXIT_SELFTEST_FAILED = 1
 EXIT_BAD_INPUT = 2
 EXIT_GAVE_UP = 3
 EXIT_REGRESSION = 4
