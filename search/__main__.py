@@ -74,7 +74,7 @@ def run_hydra(command: str, rest: list[str]) -> None:
     from search.precheck import check_command_line
 
     try:
-        check_command_line(rest)
+        rest = check_command_line(rest)
         pin_cuda_device_order()  # before Hydra, the forkserver or any trial: children inherit it
     except BadInput as err:
         exit_bad_input(err)

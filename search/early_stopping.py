@@ -117,12 +117,6 @@ def describe_mode(mode: str, pruner: optuna.pruners.BasePruner, margin: float) -
     return "early stopping: off"
 
 
-def check_margin(margin: float) -> None:
-    if not 0.0 <= margin < 1.0:
-        raise BadInput(f"hydra.sweeper.early_stopping_margin must be in [0, 1); got {margin}; "
-                       f"fix: hydra.sweeper.early_stopping_margin=0.1")
-
-
 def intermediate_series(study: optuna.Study, trial: optuna.Trial) -> dict[str, list]:
     """The learning curve the trial reported to Optuna, as an MLflow series
     (name -> [(step, value, timestamp_ms)]): accuracy in a maximized study,

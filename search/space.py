@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import ChoiceSweep, IntervalSweep, Override, RangeSweep, Transformer
@@ -84,7 +84,7 @@ def _categorical_value(x: Any) -> Any:
 
 def build_space(params: Mapping[str, Any] | None, arguments: Sequence[str]) -> Space:
     """Merge `params` from the config with the command line; the command line wins."""
-    lines = [f"{key}={value}" for key, value in (params or {}).items()]
+    lines = list(_param_lines(params or {}))
     merged: dict[str, Override] = {o.get_key_element(): o for o in parse_overrides(lines)}
     fixed: list[str] = []
     for override in parse_overrides(arguments):
@@ -102,6 +102,17 @@ def build_space(params: Mapping[str, Any] | None, arguments: Sequence[str]) -> S
         raise BadInput("the search space must vary at least one knob; got no choice/range/interval in "
                        "hydra.sweeper.params or the command line; fix: e.g. batch_size=choice(32,64)")
     return Space(distributions=distributions, fixed_overrides=fixed)
+
+
+def _param_lines(params: Mapping[str, Any], prefix: str = "") -> Iterator[str]:
+    """`key=value` lines, as the old Optuna sweeper plugin read its params. A nested
+    mapping is flattened to dotted keys: OmegaConf nests `hydra.sweeper.params.optim.lr=...`
+    from the command line as params.optim.lr, which means the knob `optim.lr`."""
+    for key, value in params.items():
+        if isinstance(value, Mapping):
+            yield from _param_lines(value, f"{prefix}{key}.")
+        else:
+            yield f"{prefix}{key}={value}"
 
 
 def to_override(key: str, value: Any) -> str:

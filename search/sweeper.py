@@ -28,17 +28,19 @@ from search.combinations import drop_clashes, parse_probes
 from search.composed_job import run_composed
 from search.constraints import Constraint, parse_constraints
 from search.doctor import removed_values, runnable_knob_values
-from search.early_stopping import (check_margin, choose_mode, describe_mode, intermediate_series, make_pruner,
+from search.early_stopping import (choose_mode, describe_mode, intermediate_series, make_pruner,
                                    trial_overrides)
 from search.errors import EXIT_GAVE_UP, BadInput, Interrupted, exit_bad_input
 from search.failure_policy import FailurePolicy
 from search.hardware import fit_to_machine
 from search.isolate import run_isolated
+from search.metric_names import check_declared, declared_by, ended_ok, named_metrics, unreported
 from search.no_repeat import ask_unseen
 from search.outcome import score, tell
 from search.progress import SweepProgress
 from search.recovery import HEARTBEAT_ATTR, Heartbeat, close_stale, stale_trials
 from search.report import print_front
+from search.settings import check_config, checked_trial
 from search.space import Space, build_space, to_override
 from search.study_report import OBJECTIVES, write_report
 from search.study import (SweepGridSampler, check_space_matches, large_study_notice, load_or_create, make_sampler,
@@ -59,6 +61,7 @@ class Plan:
     early_stopping: str = "off"  # pruner | staged | off (search/early_stopping.py)
     pruner: Any = None
     slots: list[slots.Slot] | None = None  # None: another launcher, batches of n_jobs
+    confirm_metrics: list[str] | None = None  # names the first ok trial must report (search/metric_names.py)
 
 
 def flatten(cfg: Any, prefix: str = "") -> dict[str, Any]:
@@ -142,15 +145,15 @@ class SweeperImpl:
     def _compose(self, overrides: Sequence[str]) -> dict[str, Any]:
         return trial_config(self._compose_job(overrides))
 
-    def _check_knob_values(self, space: Space) -> tuple[bool, dict[str, str]]:
+    def _check_knob_values(self, space: Space) -> tuple[list[Any], dict[str, str]]:
         """Compose the config at every categorical value and each numeric bound,
         and validate it the way the trial will, so a bad value never becomes a
-        trial. Returns whether the workload measures accuracy, and the swept
+        trial. Returns the parsed configs (objectives.TrialConfig) and the swept
         values that break a combination rule with a fixed value (search/combinations.py)."""
         from objectives import parse_config
 
-        parsed, clashes = parse_probes(space, lambda extra: parse_config(self._compose(space.fixed_overrides + extra)))
-        return bool(parsed[0].objective.measures_accuracy), clashes
+        return parse_probes(space, lambda extra: parse_config(checked_trial(
+            self._compose(space.fixed_overrides + extra))))
 
     def _default_study_name(self) -> str:
         objective = self.config.get("objective")
@@ -175,15 +178,13 @@ class SweeperImpl:
         return [o for o, _ in kept], [d for _, d in kept]
 
     def _plan(self, arguments: list[str]) -> Plan:
-        if self.n_trials < 1 or self.n_jobs < 1:
-            raise BadInput(f"hydra.sweeper.n_trials and n_jobs must be >= 1; got n_trials={self.n_trials} "
-                           f"n_jobs={self.n_jobs}; fix: hydra.sweeper.n_trials=20")
-        check_margin(self.early_stopping_margin)
+        check_config(self.config, "hydra.sweeper")  # the numeric settings (search/settings.py)
         pruner = make_pruner(self.pruner_cfg)
         space = build_space(self.params, arguments)
-        measures_accuracy = True
+        measures_accuracy, probed = True, []
         if self._runs_our_trials():
-            measures_accuracy, clashes = self._check_knob_values(space)  # first: an unknown value is wrong everywhere
+            probed, clashes = self._check_knob_values(space)  # first: an unknown value is wrong everywhere
+            measures_accuracy = bool(probed[0].objective.measures_accuracy)
             space, removed = fit_to_machine(space, removed_values(), runnable_knob_values())
             if removed:
                 print(f"removed from the search space, this machine cannot run them: {'; '.join(removed)}", flush=True)
@@ -197,6 +198,9 @@ class SweeperImpl:
                 self._compose(space.fixed_overrides + extra)
         objectives, directions = self._objectives_and_directions(measures_accuracy)
         constraints = parse_constraints(self.constraints)
+        nightly_metric = self.nightly.get("metric") if self.nightly.get("enabled") else None
+        named = named_metrics(objectives, constraints, nightly_metric)
+        confirm = check_declared(named, declared_by(probed), self._default_study_name())
         _check_writable(self.sweep_dir)
         storage = open_storage(self.storage)
         if self.batch_size_probe and self._runs_our_trials():
@@ -207,7 +211,7 @@ class SweeperImpl:
         trains_here = self._runs_our_trials() and measures_accuracy
         mode = choose_mode(self.early_stopping and trains_here, objectives, directions, pruner)
         return Plan(space, directions, objectives, constraints, name, storage, sampler, mode, pruner,
-                    self._device_slots())
+                    self._device_slots(), confirm)
 
     def _trials_run_here(self) -> bool:
         """Under the basic launcher, this process starts each trial's isolated child itself."""
@@ -435,6 +439,9 @@ class SweeperImpl:
 
     def _close(self, study: optuna.Study, trial: optuna.Trial, sweep: tracking.Sweep, result: Any, plan: Plan,
                progress: SweepProgress) -> str:
+        refusal = None
+        if plan.confirm_metrics and ended_ok(result):  # a user's function: its first ok trial shows what it reports
+            refusal, plan.confirm_metrics = unreported(result, plan.confirm_metrics), None
         scored = score(result, plan.objectives, len(plan.directions), plan.constraints)
         tell(study, trial, scored, plan.directions)
         series = dict(result.get("series") or {}) if isinstance(result, dict) else {}
@@ -448,6 +455,8 @@ class SweeperImpl:
         shown = scored.metrics or dict(zip(progress.objectives, scored.values or []))
         feasible = all(v <= 0 for v in scored.constraints.values())
         progress.finished(trial.number, scored.outcome, shown, trial.params, plan.directions, scored.reason, feasible)
+        if refusal:
+            exit_bad_input(BadInput(refusal))  # SystemExit: the sweep's run is ended on the way out
         return scored.outcome
 
 

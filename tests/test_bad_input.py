@@ -43,6 +43,14 @@ CASES = [
     ("hydra.sweeper.objectives=[throughput_samples_per_s]", "same length"),
     ("hydra.sweeper.n_trials=0", "n_trials"),
     ("hydra.sweeper.constraints=['val_accuracy > 0.9']", "metric >= number"),
+    # numeric settings (search/settings.py): as typed, as composed, as swept
+    ("trial.timeout_s=-5", "trial.timeout_s must be a number of seconds > 0; got -5"),
+    ("hydra.sweeper.max_failure_rate=-1", "hydra.sweeper.max_failure_rate must be a number in [0, 1]; got -1"),
+    ("hydra.sweeper.nightly={repeats:1}", "hydra.sweeper.nightly.repeats must be an int >= 2"),
+    ("trial.timeout_s=choice(60,-5)", "trial.timeout_s must be a number of seconds > 0; got -5"),
+    ("hydra.sweeper.n_trials=1,2", "a hydra setting takes one value"),
+    # metric names (search/metric_names.py)
+    ("hydra.sweeper.constraints=['no_such_metric >= 1']", "got 'no_such_metric', which it never reports"),
 ]
 
 
@@ -64,6 +72,17 @@ def assert_one_line_and_nothing_created(workdir: Path, result, words: str) -> No
 @pytest.mark.parametrize("override, words", CASES, ids=[c[0] for c in CASES])
 def test_bad_input(workdir: Path, override: str, words: str) -> None:
     assert_one_line_and_nothing_created(workdir, run_search("multirun", override, cwd=workdir, timeout_s=120), words)
+
+
+@pytest.mark.parametrize("overrides, words", [
+    (["hydra.sweeper.objectives=[no_such_metric]", "hydra.sweeper.direction=maximize"],
+     "hydra.sweeper.objectives must name metrics that objective 'digits' reports; got 'no_such_metric'"),
+    (["objective=resnet", "hydra.sweeper.constraints=['val_accuracy >= 0.9']"],
+     "hydra.sweeper.constraints must name metrics that objective 'resnet' reports; got 'val_accuracy'"),
+], ids=["objective", "accuracy-on-resnet"])
+def test_a_metric_the_workload_never_reports_is_refused(workdir: Path, overrides: list[str], words: str) -> None:
+    result = run_search("multirun", *overrides, cwd=workdir, timeout_s=120)
+    assert_one_line_and_nothing_created(workdir, result, words)
 
 
 def test_unreachable_mlflow_fails_fast(workdir: Path) -> None:

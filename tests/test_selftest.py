@@ -128,3 +128,21 @@ def test_plan_admits_by_the_sweeps_rule_and_needs_every_companion_value() -> Non
     no_bf16 = {"precision": ["fp32", "fp16"], "parallel.devices": [1]}
     two_four = {r.case.override: r for r in selftest.plan(selftest.cases(1), {}, no_bf16, set())}
     assert two_four["model_pruning.method='2:4'"].skipped_why == "this machine runs precision in ['fp32', 'fp16']"
+
+
+def test_every_value_composes_with_its_companions_into_a_config_the_trial_accepts() -> None:
+    from objectives import parse_config
+
+    compose = selftest.compose_with(list(selftest.BASE_OVERRIDES))
+    for case in selftest.cases(2):
+        cfg = parse_config(compose([*case.needs, case.override]))
+        assert selftest.to_override(case.knob, _get(cfg, case.knob)) == case.override
+    two_four = next(c for c in selftest.cases(1) if c.value == "2:4")
+    cfg = parse_config(compose([*two_four.needs, two_four.override]))
+    assert (cfg.objective.name, cfg.objective.size, cfg.precision) == ("gpt", "gpt2-small", "bf16")
+
+
+def _get(cfg: object, dotted: str) -> object:
+    for part in dotted.split("."):
+        cfg = getattr(cfg, part)
+    return cfg
