@@ -38,7 +38,9 @@ class Interrupted(BaseException):
 
 
 def exit_bad_input(err: Exception) -> None:
-    line = " ".join(str(err).split())
+    from search.redact import redact  # a rule's line may quote an override that holds a URL
+
+    line = redact(" ".join(str(err).split()))
     print(f"search: error: {line}", file=sys.stderr, flush=True)
     raise SystemExit(EXIT_BAD_INPUT)
 

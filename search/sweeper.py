@@ -43,8 +43,10 @@ from search.report import print_front
 from search.settings import check_config, checked_trial
 from search.space import Space, build_space, to_override
 from search.study_report import OBJECTIVES, write_report
-from search.study import (SweepGridSampler, check_space_matches, large_study_notice, load_or_create, make_sampler,
-                          normalize_directions, open_storage, storage_location)
+from search.redact import keep_out_of_job_configs
+from search.preflight import check_tracking_uri
+from search.study import (SweepGridSampler, check_space_matches, check_storage, large_study_notice, load_or_create,
+                          make_sampler, normalize_directions, open_storage, storage_location)
 
 ACCURACY_METRICS = ("val_accuracy", "val_loss", "time_to_accuracy_s")
 
@@ -124,6 +126,7 @@ class SweeperImpl:
         # Resolved once, before any job's config is composed: Hydra copies the resolved ${now:...} and
         # ${search.sweep_id:} into each job's config, so the jobs and the report share this directory.
         self.sweep_dir = Path(str(config.hydra.sweep.dir))
+        keep_out_of_job_configs(config, self.storage)  # Hydra saves every job's config before it starts
         self.launcher = Plugins.instance().instantiate_launcher(
             hydra_context=hydra_context, task_function=task_function, config=config)
 
@@ -202,11 +205,13 @@ class SweeperImpl:
         named = named_metrics(objectives, constraints, nightly_metric)
         confirm = check_declared(named, declared_by(probed), self._default_study_name())
         _check_writable(self.sweep_dir)
-        storage = open_storage(self.storage)
+        check_storage(self.storage)  # every external dependency answers before anything is created
+        check_tracking_uri()
         if self.batch_size_probe and self._runs_our_trials():
             space = self._probe_batch_size(space)  # last: the cheap checks above fail first
         sampler = make_sampler(self.sampler_cfg, self.seed, space.distributions)
         name = self.study_name or self._default_study_name()
+        storage = open_storage(self.storage)  # creates the journal file: after every check
         # Only this package's trials report a curve and run the probe, and only with an accuracy to report.
         trains_here = self._runs_our_trials() and measures_accuracy
         mode = choose_mode(self.early_stopping and trains_here, objectives, directions, pruner)
