@@ -19,7 +19,7 @@ from optuna.storages.journal import JournalFileBackend
 
 from search.errors import BadInput
 from search.journal import check_journal
-from search.redact import redact
+from search.redact import redact, remember, reveal
 from search.space import grid_values
 
 DEFAULT_STORAGE = "optuna.journal"
@@ -32,13 +32,34 @@ def storage_location(storage: str | None) -> str:
 
 
 def trial_storage(storage: str | None) -> str:
-    """What a trial process opens to reach the study: the URL as given, or the journal's absolute path."""
+    """What a trial process opens to reach the study: the URL as given (its password restored when
+    the job's config holds it redacted, search/redact.py), or the journal's absolute path."""
+    storage = reveal(storage)
     if storage and "://" in storage:
         return storage
     return str(Path(storage or DEFAULT_STORAGE).resolve())
 
 
+def check_storage(storage: str | None) -> None:
+    """The study storage answers, checked without creating anything (no journal
+    file, no SQLite file, no tables), so that a later check can still fail
+    with nothing left behind."""
+    remember(storage)
+    if storage and storage.startswith("grpc://"):
+        return  # open_grpc connects and creates nothing here
+    if storage and "://" in storage:
+        from search.preflight import check_database_url
+
+        check_database_url(storage)
+        return
+    path = Path(storage or DEFAULT_STORAGE).resolve()
+    if not path.parent.is_dir() or not os.access(path.parent, os.W_OK):
+        raise BadInput(f"the study journal's directory must exist and be writable; got {path}; "
+                       f"fix: create the directory or set hydra.sweeper.storage to a writable path")
+
+
 def open_storage(storage: str | None) -> BaseStorage:
+    check_storage(storage)
     if storage and storage.startswith("grpc://"):
         from search.grpc_storage import open_grpc
 
@@ -46,17 +67,11 @@ def open_storage(storage: str | None) -> BaseStorage:
     if storage and "://" in storage:
         try:
             return RDBStorage(storage)
-        except ImportError:
-            raise BadInput(f"the study storage's database driver must be installed; got {redact(storage)}; "
-                           f"fix: pip install 'search[postgres]' (psycopg) or the driver SQLAlchemy names") from None
         except Exception as err:  # refused connection, bad credentials, bad path
             reason = " ".join(str(err).split())[:200]
             raise BadInput(f"the study storage must be reachable; got {redact(storage)} ({type(err).__name__}: "
                            f"{redact(reason)}); fix: start the database or correct hydra.sweeper.storage") from None
     path = Path(storage or DEFAULT_STORAGE).resolve()
-    if not path.parent.is_dir() or not os.access(path.parent, os.W_OK):
-        raise BadInput(f"the study journal's directory must exist and be writable; got {path}; "
-                       f"fix: create the directory or set hydra.sweeper.storage to a writable path")
     for note in check_journal(path):
         print(f"search: {note}", flush=True)
     return JournalStorage(JournalFileBackend(str(path)))

@@ -76,10 +76,16 @@ class Postgres:
         return self
 
     def create_database(self, name: str) -> None:
+        with self.connect() as conn:
+            conn.execute(f"CREATE DATABASE {name}")
+
+    def connect(self):
+        """A connection as the cluster's superuser, by keywords: libpq's URL parser and SQLAlchemy's
+        disagree on passwords with `/`, `@` or `#`, and this one must work whatever the password."""
         import psycopg
 
-        with psycopg.connect(self.url(), autocommit=True) as conn:
-            conn.execute(f"CREATE DATABASE {name}")
+        return psycopg.connect(host="127.0.0.1", port=self.port, user=self.user, password=self.password,
+                               dbname="postgres", autocommit=True)
 
     def stop(self) -> None:
         subprocess.run(_as_postgres([str(PG_BIN / "pg_ctl"), "-D", str(self.root / "data"), "-m", "immediate",

@@ -14,8 +14,8 @@ import pytest
 from mlflow.tracking import MlflowClient
 from optuna.trial import TrialState
 
-from conftest import REPO
-from servers import MlflowServer
+from conftest import REPO, run_search
+from servers import MlflowServer, free_port
 from test_sweep import load_study
 
 pytestmark = pytest.mark.slow
@@ -75,3 +75,26 @@ def test_mlflow_down_mid_sweep_then_back(workdir: Path, server: MlflowServer) ->
                for r in runs)
     [parent] = client.search_runs([experiment.experiment_id], "tags.`search.role` = 'sweep'")
     assert parent.info.status == "FINISHED"
+
+
+UNUSABLE_TRACKING = {  # the first with the default study journal, the others with an SQLite study
+    "unreachable server": lambda workdir: f"http://127.0.0.1:{free_port()}",
+    "mlflow.db is a directory": lambda workdir: (workdir / "mlflow.db").mkdir() or f"sqlite:///{workdir}/mlflow.db",
+    "mlflow.db is not a database": lambda workdir: (workdir / "mlflow.db").write_text("not sqlite\n") and
+                                                   f"sqlite:///{workdir}/mlflow.db",
+    "mlflow.db in a missing directory": lambda workdir: f"sqlite:///{workdir}/gone/mlflow.db",
+}
+
+
+@pytest.mark.parametrize("case", UNUSABLE_TRACKING, ids=list(UNUSABLE_TRACKING))
+def test_unusable_tracking_uri_leaves_nothing_behind(workdir: Path, case: str) -> None:
+    """Every dependency is checked before anything is created: opening the study storage would create
+    the journal file (or the SQLite file), and the exit-2 run leaves not even an empty one."""
+    tracking = UNUSABLE_TRACKING[case](workdir)
+    storage = [] if case == "unreachable server" else [f"hydra.sweeper.storage=sqlite:///{workdir}/study.db"]
+    before = sorted(workdir.rglob("*"))
+    result = run_search("multirun", *storage, cwd=workdir, timeout_s=180, env={"MLFLOW_TRACKING_URI": tracking})
+    assert result.returncode == 2, result.stderr[-2000:]
+    [line] = [line for line in result.stderr.splitlines() if line.strip()]
+    assert line.startswith("search: error: ") and "MLflow" in line and "fix:" in line, line
+    assert sorted(workdir.rglob("*")) == before
