@@ -25,7 +25,11 @@ Every knob and the flag that controls it:
   needs ``parallel.compile`` other than none)
 - parallelism (``parallel.devices`` DDP ranks, ``parallel.threads`` per rank)
 - the budget and timing (``train.budget_samples``, ``warmup_steps``,
-  ``window_steps``, ``seed``, ``eval_batch_size``)
+  ``window_steps``, ``seed``, ``eval_batch_size``): windows timed between
+  clock reads taken just after a device synchronize, with no host read of a
+  training tensor inside them (objectives/train.py, objectives/timing.py);
+  their wall-clock intervals, evaluation pauses left out, are the result's
+  ``timed_windows_unix_s``, over which the sweep integrates GPU energy
 - time to accuracy (``train.target_val_accuracy``, ``train.eval_every_samples``)
 - early stopping (objectives/early_stop.py): a throughput probe against
   ``train.stop_below_samples_per_s`` after ``train.probe_steps``, and the

@@ -17,7 +17,9 @@ Two checks, both optional, both decided on rank 0 and obeyed by every rank:
   number of samples; the callable says whether to stop (an Optuna pruner
   decides, on the sweep's side).
 
-Evaluations are kept out of the throughput windows, like time-to-accuracy's.
+Both act at a pause of the loop (``due``): the loop first closes its timing
+span (objectives/timing.py), so evaluations stay out of the throughput
+windows and the GPU energy intervals, like time-to-accuracy's.
 This module knows nothing of Optuna: ``report`` is a plain callable.
 """
 
@@ -30,7 +32,7 @@ from typing import Callable
 
 from objectives.config import TrainConfig
 from objectives.knobs.parallel import rank0_decides
-from objectives.timing import WindowPlan, throughput_summary
+from objectives.timing import Span, WindowPlan, throughput_summary, window_times_s
 
 Report = Callable[[int, float], bool]  # (step, value) -> should the trial stop
 
@@ -51,16 +53,21 @@ class EarlyStop:
     eval_wall_s: float = 0.0
     reason: str = ""
 
-    def should_stop(self, steps_done: int, steps: int, step_times_s: list[float]) -> bool:
-        """Called after every training step; True (on every rank) when the trial must stop."""
-        if self.probe_end_step and steps_done == self.probe_end_step and self._probe_too_slow(step_times_s):
+    def due(self, steps_done: int, steps: int) -> bool:
+        """Whether ``should_stop`` has work after this step: the loop pauses its timing for it."""
+        probe = bool(self.probe_end_step) and steps_done == self.probe_end_step
+        return probe or (self.curve and steps_done % self.every_steps == 0 and steps_done < steps)
+
+    def should_stop(self, steps_done: int, steps: int, spans: list[Span]) -> bool:
+        """Called at the loop's pauses with its timed spans so far; True (on every rank) when the trial must stop."""
+        if self.probe_end_step and steps_done == self.probe_end_step and self._probe_too_slow(spans):
             return True
         if self.curve and steps_done % self.every_steps == 0 and steps_done < steps:
             return self._curve_says_stop(steps_done)
         return False
 
-    def _probe_too_slow(self, step_times_s: list[float]) -> bool:
-        summary = throughput_summary(step_times_s, self.plan, self.global_batch)
+    def _probe_too_slow(self, spans: list[Span]) -> bool:
+        summary = throughput_summary(window_times_s(spans, self.plan), self.plan, self.global_batch)
         self.probe_throughput_samples_per_s = summary.get("throughput_samples_per_s")
         bar = self.min_throughput_samples_per_s
         slow = bar is not None and self.probe_throughput_samples_per_s is not None and \

@@ -4,7 +4,8 @@ Plain data that survives a pipe and a JSON file: the parent process decides
 oom/timeout/crashed outcomes itself, so a trial only ever reports "ok",
 "diverged" or "stopped_early" (early stopping ended it), plus its metrics
 (numbers with units in their names) and info (strings such as the dtype
-actually used).
+actually used), plus the wall-clock intervals of its timed windows for the
+GPU energy integration (search/gpu_energy.py).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ class TrialResult:
     metrics: dict[str, float] = field(default_factory=dict)
     info: dict[str, str] = field(default_factory=dict)
     reason: str = ""
+    timed_windows_unix_s: list[list[float]] = field(default_factory=list)  # [start, end] per timed span
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -30,4 +32,5 @@ class TrialResult:
             metrics={str(k): float(v) for k, v in d.get("metrics", {}).items()},
             info={str(k): str(v) for k, v in d.get("info", {}).items()},
             reason=str(d.get("reason", "")),
+            timed_windows_unix_s=[[float(t0), float(t1)] for t0, t1 in d.get("timed_windows_unix_s", [])],
         )

@@ -78,7 +78,14 @@ from objectives.launch import run_ranks, start_method
 from objectives.result import TrialResult
 from objectives.sampling import ShardedEpochSampler
 from objectives.time_to_accuracy import plan_target_accuracy
-from objectives.timing import WindowPlan, input_summary, plan_windows, throughput_summary
+from objectives.timing import (
+    WindowPlan,
+    input_summary,
+    plan_windows,
+    throughput_summary,
+    timed_intervals_unix_s,
+    window_times_s,
+)
 from objectives.train import evaluate, train
 from objectives.workload import Workload
 from objectives.workloads import build_workload
@@ -195,13 +202,16 @@ def trial_on_rank(rank: int, world_size: int, port: int, cfg: TrialConfig, repor
         plan = WindowPlan(plan.warmup_steps, plan.window_steps,
                           max(0, (log.steps_done - plan.warmup_steps) // plan.window_steps))
 
-    metrics.update(throughput_summary(log.step_times_s, plan, global_batch))
+    window_times = window_times_s(log.spans, plan)
+    metrics.update(throughput_summary(window_times, plan, global_batch))
     if cfg.parallel.compile != "none" and "step_time_p50_ms" in metrics:
-        metrics["compile_wall_s"] = compile_wall_s(log.step_times_s, metrics["step_time_p50_ms"] / 1000)
-    metrics.update(input_summary(log.step_times_s, log.data_wait_s, plan))
-    if log.timed_end_unix_s:
-        metrics.update(timed_start_unix_s=log.timed_start_unix_s, timed_end_unix_s=log.timed_end_unix_s,
-                       timed_samples=plan.windows * plan.window_steps * global_batch)
+        first_step_s = [s.seconds for s in log.spans[:1]]  # the first step is a span of its own
+        metrics["compile_wall_s"] = compile_wall_s(first_step_s, metrics["step_time_p50_ms"] / 1000)
+    metrics.update(input_summary(log.spans, plan))
+    timed_windows = [list(interval) for interval in timed_intervals_unix_s(log.spans, plan)]
+    if timed_windows:  # evaluation pauses are left out of these intervals (objectives/timing.py)
+        metrics.update(timed_start_unix_s=timed_windows[0][0], timed_end_unix_s=timed_windows[-1][1],
+                       timed_samples=len(window_times) * plan.window_steps * global_batch)
     if device.type == "cuda":
         metrics.update(cuda_peak_allocated_bytes=torch.cuda.max_memory_allocated(device),
                        cuda_peak_reserved_bytes=torch.cuda.max_memory_reserved(device))
@@ -236,11 +246,13 @@ def trial_on_rank(rank: int, world_size: int, port: int, cfg: TrialConfig, repor
         if rank == 0:
             warn_not_applied(cfg.objective.name, not_applied)
 
-    if log.diverged_at_step is not None:
+    if log.diverged_within_steps is not None:
         metrics["peak_rss_bytes"] = measure.peak_rss_bytes()
         finite = {k: float(v) for k, v in metrics.items() if math.isfinite(v)}
-        reason = f"non-finite training loss {log.train_loss_final} at step {log.diverged_at_step} of {steps}"
-        return TrialResult("diverged", finite, info, reason).to_dict()
+        first, last = log.diverged_within_steps  # the loss is read back at window edges only (objectives/train.py)
+        reason = (f"non-finite training loss within steps {first}-{last} of {steps} "
+                  f"(last step's loss {log.train_loss_final})")
+        return TrialResult("diverged", finite, info, reason, timed_windows).to_dict()
 
     if early_stop is not None:
         metrics.update(early_stop.metrics())
@@ -250,7 +262,8 @@ def trial_on_rank(rank: int, world_size: int, port: int, cfg: TrialConfig, repor
         metrics["peak_rss_bytes"] = measure.peak_rss_bytes()
         if world_size > 1:
             torch.distributed.barrier()
-        result = TrialResult("stopped_early", {k: float(v) for k, v in metrics.items()}, info, early_stop.reason)
+        result = TrialResult("stopped_early", {k: float(v) for k, v in metrics.items()}, info, early_stop.reason,
+                             timed_windows)
         return result.to_dict()
     if target is not None:
         metrics.update(target.metrics())
@@ -264,4 +277,4 @@ def trial_on_rank(rank: int, world_size: int, port: int, cfg: TrialConfig, repor
     metrics["peak_rss_bytes"] = measure.peak_rss_bytes()
     if world_size > 1:
         torch.distributed.barrier()  # keep peers alive until rank 0 has evaluated
-    return TrialResult("ok", {k: float(v) for k, v in metrics.items()}, info).to_dict()
+    return TrialResult("ok", {k: float(v) for k, v in metrics.items()}, info, "", timed_windows).to_dict()

@@ -1,15 +1,37 @@
 """Honest throughput: burn-in steps, then windows of steps, median over windows.
 
-Step times are wall-clock from the end of one step to the end of the next,
-so they include waiting for the DataLoader. The loss is read back every step
-(to stop on divergence), which also synchronises the device at every window
-edge.
+The loop never reads a training tensor on the host between window edges (a
+read waits for the GPU and, under DDP, adds an all-reduce), so there are no
+per-step times: the clock is read at edges only, each time just after a
+device synchronize, and the time between two such reads is a ``Span`` of
+whole steps. Edges are the first step (compilation), the end of warm-up,
+every window's end and the last step; an evaluation pause (time to
+accuracy, early stopping's learning curve) closes a span before it and opens
+one after it, so a window's time is the sum of its spans and never contains
+an evaluation. Spans include waiting for the DataLoader: throughput is end
+to end.
 """
 
 from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass
+
+
+@dataclass
+class Span:
+    """Steps ``first_step``..``last_step`` (counted from 1) between two synchronised clock reads."""
+
+    first_step: int
+    last_step: int
+    seconds: float  # perf_counter difference
+    start_unix_s: float  # time.time() at the same reads, for the GPU energy intervals
+    end_unix_s: float
+    data_wait_s: float  # spent waiting for the next batch
+
+    @property
+    def steps(self) -> int:
+        return self.last_step - self.first_step + 1
 
 
 @dataclass
@@ -28,18 +50,39 @@ def plan_windows(
     return WindowPlan(warmup, window, max(0, (total_steps - warmup) // window))
 
 
-def throughput_summary(step_times_s: list[float], plan: WindowPlan, global_batch: int) -> dict[str, float]:
-    """Median and coefficient of variation of per-window samples/s, and step-time percentiles."""
-    timed = step_times_s[plan.warmup_steps :]
-    per_window = [
-        plan.window_steps * global_batch / sum(timed[i * plan.window_steps : (i + 1) * plan.window_steps])
-        for i in range(len(timed) // plan.window_steps)
-    ]
+def window_spans(spans: list[Span], plan: WindowPlan) -> list[list[Span]]:
+    """The spans of each planned window that ran to its end, in order (a stopped trial's last window may not)."""
+    out = []
+    for i in range(plan.windows):
+        lo = plan.warmup_steps + i * plan.window_steps + 1
+        inside = [s for s in spans if lo <= s.first_step and s.last_step < lo + plan.window_steps]
+        if sum(s.steps for s in inside) != plan.window_steps:
+            break
+        out.append(inside)
+    return out
+
+
+def window_times_s(spans: list[Span], plan: WindowPlan) -> list[float]:
+    """Each complete window's training time: its spans' sum, evaluation pauses left out."""
+    return [sum(s.seconds for s in window) for window in window_spans(spans, plan)]
+
+
+def timed_intervals_unix_s(spans: list[Span], plan: WindowPlan) -> list[tuple[float, float]]:
+    """Wall-clock intervals of the complete windows' spans: where the GPU energy of the scored steps lies."""
+    return [(s.start_unix_s, s.end_unix_s) for window in window_spans(spans, plan) for s in window]
+
+
+def throughput_summary(window_times: list[float], plan: WindowPlan, global_batch: int) -> dict[str, float]:
+    """Median and coefficient of variation of per-window samples/s, and step-time percentiles.
+
+    Steps are not timed one by one (that needs a host sync per step): the
+    step-time percentiles are over the windows' mean step times."""
+    per_window = [plan.window_steps * global_batch / t for t in window_times]
     if not per_window:
         return {"throughput_windows": 0.0}
     mean = statistics.fmean(per_window)
     cv = statistics.pstdev(per_window) / mean if len(per_window) > 1 else 0.0
-    ms = sorted(t * 1000 for t in timed)
+    ms = sorted(t * 1000 / plan.window_steps for t in window_times)
     return {
         "throughput_samples_per_s": statistics.median(per_window),
         "throughput_cv": cv,
@@ -54,14 +97,14 @@ def throughput_summary(step_times_s: list[float], plan: WindowPlan, global_batch
 INPUT_BOUND_FRACTION = 0.3  # of step time spent waiting for the next batch
 
 
-def input_summary(step_times_s: list[float], data_wait_s: list[float], plan: WindowPlan) -> dict[str, float]:
-    """How much of the timed step time went to waiting for the DataLoader: the
+def input_summary(spans: list[Span], plan: WindowPlan) -> dict[str, float]:
+    """How much of the timed windows' time went to waiting for the DataLoader: the
     "CPU is the bottleneck" case that more workers or GPU-side augmentation fix."""
-    steps = plan.windows * plan.window_steps
-    timed = sum(step_times_s[plan.warmup_steps : plan.warmup_steps + steps])
-    if timed <= 0:
+    timed = [s for window in window_spans(spans, plan) for s in window]
+    seconds = sum(s.seconds for s in timed)
+    if seconds <= 0:
         return {}
-    fraction = sum(data_wait_s[plan.warmup_steps : plan.warmup_steps + steps]) / timed
+    fraction = sum(s.data_wait_s for s in timed) / seconds
     return {"data_wait_fraction": fraction, "input_bound": float(fraction > INPUT_BOUND_FRACTION)}
 
 

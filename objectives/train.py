@@ -1,12 +1,21 @@
 """The timed training loop and the evaluation.
 
 The loop runs a fixed number of steps (the sample budget divided by the
-global batch), restarting the loader at epoch ends, reading the loss back
-every step so a non-finite loss stops training at once. Timing covers the
-whole iteration, loader included; see timing.py for how it becomes
-throughput. With a time-to-accuracy target the loop also pauses to
-evaluate (time_to_accuracy.py), and so does early stopping's learning curve
-(early_stop.py); those pauses are kept out of the step times.
+global batch), restarting the loader at epoch ends. It never reads a
+training tensor on the host inside a timing window: the loss stays on the
+device, summed per span, and is read back (one all-reduce under DDP, one
+host read) only at a span's end, just after the device synchronize that
+precedes the clock read; a non-finite loss then stops training, reported as
+"within steps a-b" (the steps since the previous read). Spans end at the
+window edges of timing.py and before every evaluation pause (time to
+accuracy, time_to_accuracy.py; early stopping's learning curve,
+early_stop.py), so evaluations stay out of the windows and out of the
+wall-clock intervals the GPU energy is integrated over.
+
+Left alone here: with fp16 and a non-fused optimizer, GradScaler.step reads
+its inf check on the host every step (torch/amp/grad_scaler.py,
+_maybe_opt_step); ``optim.fused=true`` lets the fused AdamW take the check
+on the device instead.
 """
 
 from __future__ import annotations
@@ -28,29 +37,38 @@ from objectives.knobs.parallel import global_mean
 from objectives.knobs.precision import PrecisionPlan
 from objectives.sampling import ShardedEpochSampler
 from objectives.time_to_accuracy import TargetAccuracy
-from objectives.timing import WindowPlan
+from objectives.timing import Span, WindowPlan
 from objectives.workload import LossFn
 
 
 @dataclass
 class TrainLog:
     steps_done: int = 0
-    step_times_s: list[float] = field(default_factory=list)
-    data_wait_s: list[float] = field(default_factory=list)  # per step: waiting for the next batch
-    timed_start_unix_s: float = 0.0  # wall clock of the timed windows, for the GPU telemetry window
-    timed_end_unix_s: float = 0.0
-    train_loss_final: float = float("nan")
+    spans: list[Span] = field(default_factory=list)  # the steps between synchronised clock reads, in order
+    train_loss_final: float = float("nan")  # the last step's loss, mean over ranks
     logits_dtype: str = ""
     loader_worker_processes: int = 0
     train_wall_s: float = 0.0
-    diverged_at_step: int | None = None
+    diverged_within_steps: tuple[int, int] | None = None  # a non-finite loss somewhere in these steps
     stopped_at_target: bool = False
     stopped_early: bool = False
 
 
-def _is_window_edge(step: int, plan: WindowPlan) -> bool:
-    done = step + 1
-    return done == 1 or (done >= plan.warmup_steps and (done - plan.warmup_steps) % plan.window_steps == 0)
+def is_window_edge(steps_done: int, plan: WindowPlan) -> bool:
+    """After the first step (it compiles), at the end of warm-up and at every window's end."""
+    after_warmup = steps_done - plan.warmup_steps
+    return steps_done == 1 or (after_warmup >= 0 and after_warmup % plan.window_steps == 0)
+
+
+def synchronized_clock(device: torch.device) -> tuple[float, float]:
+    """(perf_counter, time.time) once the device has run everything queued so far.
+
+    torch.cuda.synchronize waits for every stream of the device, NCCL's
+    gradient all-reduce included (torch/cuda/__init__.py); a CPU runs
+    synchronously."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return time.perf_counter(), time.time()
 
 
 def train(
@@ -80,8 +98,9 @@ def train(
     model.train()
     epoch = 0
     batches = iter(loader)
-    start = last = time.perf_counter()
-    log.timed_start_unix_s = time.time()  # moved to the end of warm-up when there is one
+    span_start, span_start_unix = synchronized_clock(device)
+    train_start = span_start
+    span_loss = torch.zeros((), dtype=torch.float64, device=device)  # float64: a sum of finite losses stays finite
     wait_s = 0.0
     while log.steps_done < steps:
         optimizer.zero_grad(set_to_none=True)
@@ -112,38 +131,34 @@ def train(
             precision.grad_scaler.update()
         else:
             optimizer.step()
-        loss_value = float(global_mean(loss_sum))
-        now = time.perf_counter()
-        log.step_times_s.append(now - last)
-        log.data_wait_s.append(wait_s)
-        wait_s = 0.0
+        span_loss += loss_sum
         log.steps_done += 1
-        if log.steps_done == plan.warmup_steps:
-            log.timed_start_unix_s = time.time()
-        if log.steps_done == plan.warmup_steps + plan.windows * plan.window_steps:
-            log.timed_end_unix_s = time.time()
-        log.train_loss_final = loss_value
-        if not math.isfinite(loss_value):
-            log.diverged_at_step = log.steps_done
+        done = log.steps_done
+        pause = (target is not None and target.due(done, steps)) or (
+            early_stop is not None and early_stop.due(done, steps))
+        if not (pause or done == steps or is_window_edge(done, plan)):
+            continue
+
+        span_end, span_end_unix = synchronized_clock(device)
+        first = log.spans[-1].last_step + 1 if log.spans else 1
+        log.spans.append(Span(first, done, span_end - span_start, span_start_unix, span_end_unix, wait_s))
+        wait_s = 0.0
+        span_loss_sum, log.train_loss_final = global_mean(torch.stack([span_loss, loss_sum.double()])).tolist()
+        span_loss.zero_()
+        if not math.isfinite(span_loss_sum):
+            log.diverged_within_steps = (first, done)
             break
-        if _is_window_edge(log.steps_done - 1, plan):
-            # Counting processes is measurement, not training: keep it out of the step time.
-            workers = measure.new_child_processes(baseline_children)
-            log.loader_worker_processes = max(log.loader_worker_processes, workers)
-            now = time.perf_counter()
-        if target is not None and target.due(log.steps_done, steps):
-            if target.reached(start):
-                log.stopped_at_target = True
-                break
-            now = time.perf_counter()
-        if early_stop is not None and early_stop.should_stop(log.steps_done, steps, log.step_times_s):
+        workers = measure.new_child_processes(baseline_children)
+        log.loader_worker_processes = max(log.loader_worker_processes, workers)
+        if target is not None and target.due(done, steps) and target.reached(train_start):
+            log.stopped_at_target = True
+            break
+        if early_stop is not None and early_stop.should_stop(done, steps, log.spans):
             log.stopped_early = True
             break
-        if early_stop is not None and early_stop.curve:
-            now = time.perf_counter()  # an evaluation is not training time
-        last = now
+        span_start, span_start_unix = synchronized_clock(device)
     del batches
-    log.train_wall_s = time.perf_counter() - start
+    log.train_wall_s = time.perf_counter() - train_start
     return log
 
 

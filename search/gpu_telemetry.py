@@ -2,15 +2,13 @@
 
 Sampling from outside the trial sees every rank's GPU and costs the trial
 nothing; a thread reads each GPU every `interval_s` (0.2 s) and keeps the
-readings with their time.time() stamps. The trial reports when its timed
-part started and ended (`timed_start_unix_s`, `timed_end_unix_s`), so the
-summary describes exactly the steps whose throughput is scored, and energy
-per sample divides the energy of those steps by the samples they trained.
-
-Energy comes from the driver's cumulative counter (nvmlDeviceGetTotalEnergyConsumption,
-mJ), read at the window edges by linear interpolation between the readings
-either side; `energy_j_from_power` (mean power x window length) is a
-cross-check that needs no counter.
+readings with their time.time() stamps. The trial reports the wall-clock
+intervals of its timed windows (`timed_windows_unix_s`, evaluation pauses
+left out), so the summary describes exactly the steps whose throughput is
+scored, and energy per sample divides the energy of those steps by the
+samples they trained. How energy is integrated over those intervals, and
+when the readings are too few to say (then energy, power and utilisation
+are absent and `gpu_telemetry_note` says why): search/gpu_energy.py.
 
 Telemetry never fails a trial: without NVML the sampler does nothing and
 `notice()` gives one line for the sweep to print once; an NVML error while
@@ -23,9 +21,9 @@ import statistics
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Sequence
 
-from search import nvml
+from search import gpu_energy, nvml
 from search.nvml import GpuReading
 
 SAMPLE_INTERVAL_S = 0.2
@@ -139,49 +137,72 @@ class GpuSampler:
     def notice(self) -> str | None:
         return None if self.unavailable is None else _notice_line(self.unavailable)
 
-    def report(self, trial_metrics: Mapping[str, float]) -> GpuReport:
-        """Summary over the trial's timed window, as the trial's metrics describe it."""
-        window, samples_trained = trial_window(trial_metrics)
-        info = {} if self.error is None else {"gpu_telemetry_error": self.error}
-        return GpuReport(summarize(self.samples, window, samples_trained), info, series(self.samples))
+    def report(self, trial_metrics: Mapping[str, float],
+               timed_windows: Sequence[Sequence[float]] | None = None) -> GpuReport:
+        """Summary over the trial's timed windows: the intervals it reported (evaluation pauses left
+        out), else the one window its metrics describe, else the whole trial."""
+        intervals, samples_trained = trial_intervals(trial_metrics, timed_windows)
+        metrics, info = summary(self.samples, intervals, samples_trained)
+        if self.error is not None:
+            info["gpu_telemetry_error"] = self.error
+        return GpuReport(metrics, info, series(self.samples))
 
 
-def trial_window(metrics: Mapping[str, float]) -> tuple[tuple[float, float] | None, float | None]:
-    """(timed window in unix seconds or None, samples trained inside it).
+def trial_intervals(metrics: Mapping[str, float], timed_windows: Sequence[Sequence[float]] | None = None
+                    ) -> tuple[list[tuple[float, float]] | None, float | None]:
+    """(timed intervals in unix seconds or None, samples trained inside them).
 
-    Samples in the window are `timed_samples` when the trial reports it;
-    otherwise the timed windows' steps times the global batch (samples_trained / steps)."""
+    The intervals are the trial's `timed_windows_unix_s`, else the one window
+    from `timed_start_unix_s` to `timed_end_unix_s` (a user's objective may
+    report only those). Samples in them are `timed_samples` when the trial
+    reports it; otherwise the timed windows' steps times the global batch
+    (samples_trained / steps)."""
     start, end = metrics.get("timed_start_unix_s"), metrics.get("timed_end_unix_s")
-    if start is None or end is None or not end > start:
+    if timed_windows:
+        intervals = sorted((float(t0), float(t1)) for t0, t1 in timed_windows)
+    elif start is not None and end is not None and end > start:
+        intervals = [(start, end)]
+    else:
         return None, metrics.get("samples_trained")
     if "timed_samples" in metrics:
-        return (start, end), metrics["timed_samples"]
+        return intervals, metrics["timed_samples"]
     steps, trained = metrics.get("steps"), metrics.get("samples_trained")
     windows, window_steps = metrics.get("throughput_windows"), metrics.get("throughput_window_steps")
     if not steps or trained is None or windows is None or window_steps is None:
-        return (start, end), None
-    return (start, end), windows * window_steps * trained / steps
+        return intervals, None
+    return intervals, windows * window_steps * trained / steps
 
 
-def summarize(samples: Iterable[GpuReading], window: tuple[float, float] | None = None,
+def summarize(samples: Iterable[GpuReading], intervals: Sequence[tuple[float, float]] | None = None,
               samples_trained: float | None = None) -> dict[str, float]:
-    """Metrics over `window` (t0, t1) in unix seconds, or over all samples when None.
+    """The metrics of `summary`."""
+    return summary(samples, intervals, samples_trained)[0]
 
-    Means and maxima pool every sampled GPU (per-GPU figures); energy sums the GPUs."""
+
+def summary(samples: Iterable[GpuReading], intervals: Sequence[tuple[float, float]] | None = None,
+            samples_trained: float | None = None) -> tuple[dict[str, float], dict[str, str]]:
+    """Metrics over the timed `intervals` (unix seconds), or over all readings when None; and info.
+
+    Means and maxima pool every sampled GPU (per-GPU figures); energy sums the
+    GPUs. Energy, power and utilisation need readings that can hold them
+    (gpu_energy's rule); without, they are absent and info's
+    `gpu_telemetry_note` says why."""
     by_gpu: dict[int, list[GpuReading]] = {}
     for s in sorted(samples, key=lambda s: s.time_unix_s):
         by_gpu.setdefault(s.index, []).append(s)
     if not by_gpu:
-        return {}
+        return {}, {}
     every = [s for readings in by_gpu.values() for s in readings]
-    t0, t1 = window if window is not None else (min(s.time_unix_s for s in every), max(s.time_unix_s for s in every))
-    inside = [s for s in every if t0 <= s.time_unix_s <= t1] or _nearest(every, (t0 + t1) / 2)
+    note = None
+    if intervals is None:  # the whole trial: no pauses to keep apart, no claim about timed steps
+        intervals = [(every[0].time_unix_s, max(s.time_unix_s for s in every))]
+    else:
+        note = gpu_energy.insufficiency(by_gpu, intervals)
+    timed_s = sum(t1 - t0 for t0, t1 in intervals)
+    inside = gpu_energy.inside(every, intervals) or _nearest(every, (intervals[0][0] + intervals[-1][1]) / 2)
     out: dict[str, float] = {"gpu_count_sampled": float(len(by_gpu)), "gpu_samples": float(len(inside)),
-                             "gpu_window_s": t1 - t0}
-    _stats(out, "gpu_util_percent", [s.util_gpu_percent for s in inside], ("mean", "max"))
-    _stats(out, "gpu_mem_util_percent", [s.util_mem_percent for s in inside], ("mean", "max"))
+                             "gpu_window_s": timed_s, "gpu_timed_intervals": float(len(intervals))}
     _stats(out, "gpu_mem_used_bytes", [s.mem_used_bytes for s in inside], ("max",))
-    _stats(out, "gpu_power_w", [s.power_w for s in inside], ("mean", "max"))
     _stats(out, "gpu_temp_c", [s.temp_c for s in inside], ("mean", "max"))
     _stats(out, "gpu_sm_clock_mhz", [s.sm_clock_mhz for s in inside], ("mean", "min"))
     _stats(out, "gpu_mem_clock_mhz", [s.mem_clock_mhz for s in inside], ("mean",))
@@ -189,15 +210,27 @@ def summarize(samples: Iterable[GpuReading], window: tuple[float, float] | None 
     if flagged:
         for flag in nvml.THROTTLE_FLAGS:
             out[f"gpu_throttle_{flag}_fraction"] = sum(f[flag] for f in flagged) / len(flagged)
-    energy_j = _energy_j(by_gpu, t0, t1)
-    if energy_j is not None:
-        out["energy_j"] = energy_j
+    if note is not None:
+        return out, {"gpu_telemetry_note": note}
+    _stats(out, "gpu_util_percent", [s.util_gpu_percent for s in inside], ("mean", "max"))
+    _stats(out, "gpu_mem_util_percent", [s.util_mem_percent for s in inside], ("mean", "max"))
+    _stats(out, "gpu_power_w", [s.power_w for s in inside], ("mean", "max"))
+    _stats(out, "gpu_power_instant_w", [s.power_instant_w for s in inside], ("mean", "max"))
+    info: dict[str, str] = {}
+    energy = gpu_energy.energy_j(by_gpu, intervals)
+    if energy is not None:
+        out["energy_j"], info["gpu_energy_source"] = energy
         if samples_trained:
-            out["energy_j_per_sample"] = energy_j / samples_trained
-    per_gpu_power = [_mean([s.power_w for s in inside if s.index == i]) for i in by_gpu]
-    if all(p is not None for p in per_gpu_power):
-        out["energy_j_from_power"] = sum(per_gpu_power) * (t1 - t0)  # type: ignore[arg-type]
-    return out
+            out["energy_j_per_sample"] = energy[0] / samples_trained
+    from_power = gpu_energy.averaged_power_energy_j(by_gpu, intervals)
+    if from_power is not None:
+        out["energy_j_from_power"] = from_power
+    from_instant = gpu_energy.instant_power_energy_j(by_gpu, intervals)
+    if from_instant is not None:
+        out["energy_j_from_instant_power"] = from_instant
+        if energy is not None and info["gpu_energy_source"] == "energy counter" and energy[0] > 0:
+            out["energy_instant_power_to_counter_ratio"] = from_instant / energy[0]
+    return out, info
 
 
 def series(samples: Iterable[GpuReading]) -> dict[str, list[tuple[int, float, int]]]:
@@ -211,26 +244,6 @@ def series(samples: Iterable[GpuReading]) -> dict[str, list[tuple[int, float, in
             if value is not None:
                 out.setdefault(f"gpu{s.index}_{name}", []).append((step, float(value), int(s.time_unix_s * 1000)))
     return out
-
-
-def _energy_j(by_gpu: dict[int, list[GpuReading]], t0: float, t1: float) -> float | None:
-    total = 0.0
-    for readings in by_gpu.values():
-        points = [(s.time_unix_s, s.energy_mj) for s in readings if s.energy_mj is not None]
-        if not points:
-            return None
-        total += (_interpolate(points, t1) - _interpolate(points, t0)) / 1000.0
-    return total
-
-
-def _interpolate(points: list[tuple[float, float]], t: float) -> float:
-    """Counter value at time t from the readings either side (clamped at the ends)."""
-    if t <= points[0][0]:
-        return points[0][1]
-    for (ta, va), (tb, vb) in zip(points, points[1:]):
-        if ta <= t <= tb:
-            return va if tb == ta else va + (vb - va) * (t - ta) / (tb - ta)
-    return points[-1][1]
 
 
 def _nearest(samples: list[GpuReading], t: float) -> list[GpuReading]:
@@ -248,11 +261,6 @@ def _stats(out: dict[str, float], name: str, values: list[float | None], kinds: 
         return
     for kind in kinds:
         out[f"{name}_{kind}"] = {"mean": statistics.fmean, "max": max, "min": min}[kind](present)
-
-
-def _mean(values: list[float | None]) -> float | None:
-    present = [v for v in values if v is not None]
-    return statistics.fmean(present) if present else None
 
 
 def _describe(err: Exception) -> str:

@@ -142,7 +142,7 @@ def _with_telemetry(result: dict[str, Any], trial: RunningTrial, wall_s: float) 
     metrics = result["metrics"]
     metrics.update(trial.sampler.metrics())
     metrics["trial_wall_s"] = wall_s
-    gpu_report = trial.gpu.report(metrics)
+    gpu_report = trial.gpu.report(metrics, result.get("timed_windows_unix_s"))
     metrics.update(gpu_report.metrics)
     result["info"].update(gpu_report.info)
     result["series"] = gpu_report.series

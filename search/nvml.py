@@ -64,6 +64,7 @@ class GpuReading:
     mem_clock_mhz: float | None
     throttle: dict[str, bool] | None
     energy_mj: float | None
+    power_instant_w: float | None = None  # NVML_FI_DEV_POWER_INSTANT; power_w is a 1 s average on recent GPUs
 
 
 def start() -> str | None:
@@ -231,7 +232,32 @@ def read(index: int, h: Any, now_unix_s: float) -> GpuReading:
         mem_clock_mhz=_float(_field(lambda: _nvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_MEM))),
         throttle=None if reasons is None else decode_throttle(int(reasons)),
         energy_mj=_float(_field(lambda: _nvml.nvmlDeviceGetTotalEnergyConsumption(h))),
+        power_instant_w=_field(lambda: _instant_power_w(h)),
     )
+
+
+def _instant_power_w(h: Any) -> float | None:
+    """Instant power of the whole GPU (scope 0), from nvmlDeviceGetFieldValues: on Ampere and
+    later (but GA100) nvmlDeviceGetPowerUsage is a 1 s average, the field is not. None where the
+    driver lacks the field (it answers per field, in the value's nvmlReturn) or the binding the call."""
+    get_field_values = getattr(_nvml, "nvmlDeviceGetFieldValues", None)
+    if get_field_values is None:
+        return None
+    value = get_field_values(h, [(pynvml.NVML_FI_DEV_POWER_INSTANT, pynvml.NVML_POWER_SCOPE_GPU)])[0]
+    if value.nvmlReturn != pynvml.NVML_SUCCESS:
+        return None
+    return _FIELD_VALUE[value.valueType](value.value) / 1000.0  # mW
+
+
+_FIELD_VALUE: dict[int, Any] = {  # nvmlValueType_t -> the union member holding it
+    pynvml.NVML_VALUE_TYPE_DOUBLE: lambda v: v.dVal,
+    pynvml.NVML_VALUE_TYPE_UNSIGNED_INT: lambda v: v.uiVal,
+    pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG: lambda v: v.ulVal,
+    pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG: lambda v: v.ullVal,
+    pynvml.NVML_VALUE_TYPE_SIGNED_LONG_LONG: lambda v: v.sllVal,
+    pynvml.NVML_VALUE_TYPE_SIGNED_INT: lambda v: v.siVal,
+    pynvml.NVML_VALUE_TYPE_UNSIGNED_SHORT: lambda v: v.usVal,
+}
 
 
 def decode_throttle(mask: int) -> dict[str, bool]:

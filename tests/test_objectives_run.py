@@ -81,10 +81,26 @@ def test_lr_follows_the_scaling_rule_for_the_global_batch():
 def test_a_huge_learning_rate_diverges_and_says_where():
     result = run_trial({"optim": {"lr": 1e30}, "train": {"budget_samples": 2000}})
     assert result.outcome == "diverged"
-    assert "step" in result.reason and "non-finite" in result.reason
+    # the loss is read back at window edges only (steps 1, 5, 14, 23, 32): step 2's NaN shows at step 5
+    assert result.reason.startswith("non-finite training loss within steps 2-5 of 32"), result.reason
     assert result.metrics["samples_trained"] < 2048
     assert "val_accuracy" not in result.metrics
     json.dumps(result.to_dict(), allow_nan=False)
+
+
+def test_timed_windows_leave_the_evaluation_pauses_out():
+    # 32 steps, windows of 9 after 5 warm-up steps; evaluations every 5 steps (320 samples), 100% out of reach
+    result = run_trial({"train": {"budget_samples": 2000, "target_val_accuracy": 1.0, "eval_every_samples": 320}})
+    assert result.outcome == "ok", result.reason
+    windows, m = result.timed_windows_unix_s, result.metrics
+    assert m["target_evals"] == 7  # after steps 5, 10, 15, 20, 25, 30 and 32
+    # the windows 6-14, 15-23, 24-32 are split at the pauses after steps 10, 15, 20, 25 and 30
+    assert len(windows) == 8 and all(t0 < t1 for t0, t1 in windows)
+    assert all(end < start for (_, end), (start, _) in zip(windows, windows[1:]))
+    assert (windows[0][0], windows[-1][1]) == (m["timed_start_unix_s"], m["timed_end_unix_s"])
+    paused_s = sum(start - end for (_, end), (start, _) in zip(windows, windows[1:]))
+    assert paused_s >= 5 / 7 * m["target_eval_wall_s"] * 0.5  # five of the seven evaluations lie between them
+    assert TrialResult.from_dict(json.loads(json.dumps(result.to_dict()))) == result
 
 
 def test_window_plan_keeps_at_least_three_windows():

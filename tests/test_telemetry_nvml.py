@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pynvml
 import pytest
 
-from search import gpu_telemetry, mfu, nvml
+from search import gpu_energy, gpu_telemetry, mfu, nvml
 from search.gpu_telemetry import GpuSampler, summarize
 from search.nvml import GpuReading
 
@@ -225,7 +225,7 @@ def test_energy_is_the_counter_delta_over_the_timed_window(fake):
     with GpuSampler(interval_s=FAST_S) as sampler:
         time.sleep(0.15)
         t0 = time.time()
-        time.sleep(0.6)
+        time.sleep(1.2)  # NVML's power is a 1 s average: shorter timed windows get no energy (test_gpu_energy.py)
         t1 = time.time()
         time.sleep(0.15)
     report = sampler.report({"timed_start_unix_s": t0, "timed_end_unix_s": t1, "timed_samples": 1000.0})
@@ -235,31 +235,35 @@ def test_energy_is_the_counter_delta_over_the_timed_window(fake):
     assert m["energy_j_per_sample"] == pytest.approx(m["energy_j"] / 1000)
     assert m["energy_j_from_power"] == pytest.approx(m["energy_j"], rel=0.05)  # the cross-check on a steady GPU
     assert m["gpu_window_s"] == pytest.approx(t1 - t0)
-    assert report.info == {}
+    assert report.info == {"gpu_energy_source": "energy counter"}
 
 
 def test_energy_interpolates_the_counter_at_window_edges():
     readings = [GpuReading(0, float(t), 50, 10, 1e9, 1000.0 * w, 60, 1500, 1200, None, e)
                 for t, w, e in [(0, 1, 0), (1, 2, 1000), (2, 3, 3000), (3, 3, 6000)]]
-    assert summarize(readings, window=(1, 3), samples_trained=10)["energy_j"] == pytest.approx(5.0)
-    m = summarize(readings, window=(0.5, 2.5), samples_trained=8)
-    assert m["energy_j"] == pytest.approx((4500 - 500) / 1000) and m["energy_j_per_sample"] == pytest.approx(0.5)
+    by_gpu = {0: readings}  # too few readings for the trial rule (test_gpu_energy.py): the arithmetic alone
+    assert gpu_energy.energy_j(by_gpu, [(1, 3)]) == (pytest.approx(5.0), "energy counter")
+    assert gpu_energy.energy_j(by_gpu, [(0.5, 2.5)])[0] == pytest.approx((4500 - 500) / 1000)
+    assert gpu_energy.energy_j(by_gpu, [(0.5, 1), (2, 2.5)])[0] == pytest.approx((1000 - 500 + 4500 - 3000) / 1000)
     assert summarize(readings)["energy_j"] == pytest.approx(6.0)  # no window: all samples
 
 
 def test_window_samples_fall_back_to_the_trials_step_counts():
     metrics = {"timed_start_unix_s": 10.0, "timed_end_unix_s": 12.0, "samples_trained": 8000.0, "steps": 125.0,
                "throughput_windows": 12.0, "throughput_window_steps": 10.0}
-    assert gpu_telemetry.trial_window(metrics) == ((10.0, 12.0), 12 * 10 * 64)
-    assert gpu_telemetry.trial_window({"samples_trained": 8000.0}) == (None, 8000.0)
+    assert gpu_telemetry.trial_intervals(metrics) == ([(10.0, 12.0)], 12 * 10 * 64)
+    assert gpu_telemetry.trial_intervals(metrics, [[11.0, 11.5], [10.0, 10.5]]) == (
+        [(10.0, 10.5), (11.0, 11.5)], 12 * 10 * 64)  # the trial's own intervals win, sorted
+    assert gpu_telemetry.trial_intervals({"samples_trained": 8000.0}) == (None, 8000.0)
 
 
 def test_an_unsupported_field_is_absent_and_sampling_goes_on(fake):
     fake(gpus=1, energy_supported=False)
     sampler = sample_for(0.2)
-    m = summarize(sampler.samples, samples_trained=100)
+    m, info = gpu_telemetry.summary(sampler.samples, samples_trained=100)
     assert sampler.error is None and len(sampler.samples) >= 3
-    assert "energy_j" not in m and "energy_j_per_sample" not in m and m["energy_j_from_power"] > 0
+    assert info == {"gpu_energy_source": "averaged power x time"}  # no counter, no instant-power field
+    assert m["energy_j"] == m["energy_j_from_power"] > 0 and m["energy_j_per_sample"] == m["energy_j"] / 100
 
 
 def test_an_nvml_error_mid_trial_stops_sampling_and_keeps_earlier_samples(fake):
@@ -270,7 +274,7 @@ def test_an_nvml_error_mid_trial_stops_sampling_and_keeps_earlier_samples(fake):
     assert len(sampler.samples) == 5
     assert "GpuIsLost" in sampler.error
     report = sampler.report({})
-    assert report.info == {"gpu_telemetry_error": sampler.error}
+    assert report.info["gpu_telemetry_error"] == sampler.error
     assert report.metrics["gpu_power_w_mean"] == 250.0 and report.metrics["gpu_samples"] == 5
 
 

@@ -74,7 +74,10 @@ def apply_ddp(parallel: ParallelConfig, model: nn.Module, device: torch.device) 
 
 
 def global_mean(value: torch.Tensor) -> torch.Tensor:
-    """Mean of a scalar over ranks, so every rank takes the same stop/continue decision."""
+    """Mean over ranks (elementwise), so every rank takes the same stop/continue decision.
+
+    One all-reduce: the training loop calls it at timing-window edges only,
+    never per step (objectives/train.py)."""
     if not dist.is_initialized():
         return value
     value = value.detach().clone()
