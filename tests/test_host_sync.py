@@ -115,7 +115,8 @@ def train_counting(rank: int = 0, world_size: int = 1, port: int = 0, with_targe
         def evaluate() -> dict[str, float]:
             time.sleep(EVAL_PAUSE_S)
             with torch.no_grad():
-                return {"val_accuracy": float(model(data.tensors[0][:64]).argmax(-1).eq(data.tensors[1][:64]).float().mean())}
+                hits = model(data.tensors[0][:64]).argmax(-1).eq(data.tensors[1][:64])
+                return {"val_accuracy": float(hits.float().mean())}
         target = TargetAccuracy(2.0, 4, evaluate)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # two OpenMP threads on a loaded two-core machine crawl
