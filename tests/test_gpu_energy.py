@@ -74,21 +74,21 @@ def train_with_a_pause(f: PhasedNvml, timed_s: float, pause_s: float = 0.4):
 
 def test_energy_and_means_cover_the_timed_windows_and_leave_the_evaluation_pause_out(phased):
     f = phased(gpus=2, power_w=250.0)
-    sampler, windows = train_with_a_pause(f, timed_s=1.2)
+    sampler, windows = train_with_a_pause(f, timed_s=2.0)  # 2 s: the rule holds even when load delays readings
     timed_s = sum(t1 - t0 for t0, t1 in windows)
     report = sampler.report({"timed_samples": 600.0}, windows)
     m = report.metrics
     assert report.info == {"gpu_energy_source": "energy counter"}
-    assert m["energy_j"] == pytest.approx(2 * 250.0 * timed_s, rel=0.03)  # the 400 W pause is not in it
+    assert m["energy_j"] == pytest.approx(2 * 250.0 * timed_s, rel=0.05)  # the 400 W pause (+16%) is not in it
     assert m["energy_j_per_sample"] == pytest.approx(m["energy_j"] / 600)
-    assert m["gpu_power_w_mean"] == pytest.approx(250.0, rel=0.03) and m["gpu_power_instant_w_mean"] < 260
+    assert m["gpu_power_w_mean"] == pytest.approx(250.0, rel=0.05) and m["gpu_power_instant_w_mean"] < 270
     assert m["energy_j_from_instant_power"] == pytest.approx(m["energy_j"], rel=0.05)
     assert m["energy_instant_power_to_counter_ratio"] == pytest.approx(1.0, abs=0.05)
     assert m["energy_j_from_power"] == pytest.approx(m["energy_j"], rel=0.05)
     assert m["gpu_window_s"] == pytest.approx(timed_s) and m["gpu_timed_intervals"] == 2
     # the same trial described by one window from its first to its last timed step counts the pause
     whole = sampler.report({"timed_start_unix_s": windows[0][0], "timed_end_unix_s": windows[1][1]}).metrics
-    assert whole["energy_j"] > m["energy_j"] + 2 * 100.0 * 0.3
+    assert whole["energy_j"] > m["energy_j"] + 2 * 400.0 * 0.3
 
 
 def test_too_little_timed_time_gives_no_energy_power_or_utilisation_and_says_why(phased):
@@ -147,7 +147,7 @@ def test_windows_outside_the_sampled_time_are_refused(phased):
     (False, True, "instant power x time"), (False, False, "averaged power x time")])
 def test_without_the_counter_energy_is_power_integrated_over_the_windows(phased, energy_supported, instant, source):
     f = phased(gpus=1, power_w=250.0, energy_supported=energy_supported, instant=instant)
-    sampler, windows = train_with_a_pause(f, timed_s=1.2)
+    sampler, windows = train_with_a_pause(f, timed_s=2.0)
     report = sampler.report({}, windows)
     assert report.info == {"gpu_energy_source": source}
     assert report.metrics["energy_j"] == pytest.approx(250.0 * sum(t1 - t0 for t0, t1 in windows), rel=0.05)
