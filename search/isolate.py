@@ -30,6 +30,7 @@ from search.mfu import trial_mfu
 from search.telemetry import TreeSampler, kill_tree
 
 _PRELOAD = ["torch", "objectives", "search.trial_child"]
+DEFAULT_COMPILE_TIMEOUT_S = 1800.0  # trial.compile_timeout_s when a config has none
 _context: Any = None
 
 
@@ -60,7 +61,13 @@ def warm_up() -> threading.Thread:
 
 @dataclass
 class RunningTrial:
-    """A trial's child process, its samplers and its deadline."""
+    """A trial's child process, its samplers and its deadline.
+
+    The deadline is `timeout_s` of everything but compilation, plus the time
+    the trial has spent in torch.compile so far up to `compile_timeout_s`
+    (objectives/compile_clock.py): max-autotune may compile for minutes, and
+    that says nothing about how fast the configuration trains. Compile time
+    past its budget counts against `timeout_s` like any other."""
 
     cfg: dict
     proc: Any
@@ -70,14 +77,24 @@ class RunningTrial:
     sampler: TreeSampler
     gpu: GpuSampler
     gpus: list[int]
+    compile_timeout_s: float = DEFAULT_COMPILE_TIMEOUT_S
+    compile_clock_dir: Path | None = None
     _cleanup: ExitStack = field(default_factory=ExitStack)
 
     @property
     def sentinel(self) -> int:
         return self.proc.sentinel
 
+    def compile_credit_s(self) -> float:
+        """Compile time so far that does not count against `timeout_s`."""
+        if self.compile_clock_dir is None:
+            return 0.0
+        from objectives.compile_clock import compiled_s  # objectives (and torch) stay out of the sweep's start-up
+
+        return min(self.compile_timeout_s, compiled_s(self.compile_clock_dir, time.time()))
+
     def seconds_left(self) -> float:
-        return max(0.0, self.started + self.timeout_s - time.perf_counter())
+        return max(0.0, self.started + self.timeout_s + self.compile_credit_s() - time.perf_counter())
 
     def done(self) -> bool:
         return not self.proc.is_alive() or self.seconds_left() == 0.0
@@ -90,13 +107,17 @@ class RunningTrial:
         """Block until the child ends or its deadline passes; the result dict with
         `outcome` one of ok | stopped_early | diverged | infeasible | oom | crashed | timeout."""
         try:
-            self.proc.join(self.seconds_left())
+            while self.proc.is_alive() and (left := self.seconds_left()) > 0:
+                self.proc.join(left)  # compiling meanwhile moves the deadline: look again
             timed_out = self.proc.is_alive()
+            credit_s = self.compile_credit_s() if timed_out else 0.0
             if timed_out:
                 _end(self.proc)
             wall_s = time.perf_counter() - self.started
             if timed_out:
-                result = {"outcome": "timeout", "reason": f"ran past trial.timeout_s={self.timeout_s:g}"}
+                result = {"outcome": "timeout", "reason": f"ran past trial.timeout_s={self.timeout_s:g}"
+                          + (f" plus {credit_s:.0f} s of torch.compile (up to trial.compile_timeout_s="
+                             f"{self.compile_timeout_s:g} s is not counted)" if credit_s else "")}
             elif self.result_path.exists():
                 result = json.loads(self.result_path.read_text())
             else:
@@ -114,9 +135,12 @@ def start_isolated(cfg: dict, timeout_s: float, report: Any = None,
     try:
         tmp = cleanup.enter_context(tempfile.TemporaryDirectory(prefix="search-trial-"))
         result_path = Path(tmp) / "result.json"
+        compile_clock_dir = Path(tmp) / "compile-clock"
+        compile_clock_dir.mkdir()
         started = time.perf_counter()
         proc = _forkserver().Process(target=trial_child.main,
-                                     args=(cfg, str(result_path), os.getpid(), report, visible_devices),
+                                     args=(cfg, str(result_path), os.getpid(), report, visible_devices,
+                                           str(compile_clock_dir)),
                                      name="search-trial")
         proc.start()
         cleanup.callback(_end, proc)
@@ -126,7 +150,9 @@ def start_isolated(cfg: dict, timeout_s: float, report: Any = None,
     except BaseException:
         cleanup.close()
         raise
-    return RunningTrial(cfg, proc, timeout_s, started, result_path, sampler, gpu, gpus, cleanup)
+    compile_timeout_s = (cfg.get("trial") or {}).get("compile_timeout_s", DEFAULT_COMPILE_TIMEOUT_S)
+    return RunningTrial(cfg, proc, timeout_s, started, result_path, sampler, gpu, gpus, float(compile_timeout_s),
+                        compile_clock_dir, cleanup)
 
 
 def run_isolated(cfg: dict, timeout_s: float, report: Any = None,

@@ -22,6 +22,7 @@ from hydra._internal.utils import get_args_parser
 from omegaconf import OmegaConf
 
 from search.errors import BadInput
+from search.hardware import check_memory_cap
 from search.paths import conf_dir
 from search.settings import check_overrides, check_section
 from search.space import parse_overrides
@@ -52,6 +53,10 @@ def check_command_line(args: list[str]) -> list[str]:
         raise BadInput(f"overrides must name existing config groups, options and keys; {first}; "
                        f"fix: see conf/ for the names (python -m search multirun --info defaults)") from None
     check_section("trial", OmegaConf.to_container(cfg.trial, resolve=True) if "trial" in cfg else None)
+    if "trial" in cfg and cfg.trial.get("max_memory_bytes") is not None:
+        from search.doctor import gpus
+
+        check_memory_cap(cfg.trial.max_memory_bytes, gpus().count)
     return args
 
 

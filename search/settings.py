@@ -58,6 +58,7 @@ RULES: dict[str, tuple[str, Check, Any]] = {
     "hydra.sweeper.nightly.min_drop": ("a number in [0, 1)", _number(lambda v: 0 <= v < 1), 0.05),
     "hydra.sweeper.nightly.max_wall_s": ("null or a number of seconds > 0", _or_null(_number(lambda v: v > 0)), 3600),
     "trial.timeout_s": ("a number of seconds > 0", _number(lambda v: v > 0), 600),
+    "trial.compile_timeout_s": ("a number of seconds >= 0", _number(lambda v: v >= 0), 1800),
     "trial.max_memory_bytes": ("null or an int > 0 (bytes)", _or_null(_int(1)), "null"),
     "trial.optuna_trial_number": ("null or an int >= 0", _or_null(_int(0)), "null"),
 }

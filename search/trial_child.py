@@ -47,11 +47,17 @@ def outcome_of(err: BaseException) -> str:
 
 
 def main(cfg: dict, result_path: str, sweep_pid: int, report: object = None,
-         visible_devices: str | None = None) -> None:
+         visible_devices: str | None = None, compile_clock_dir: str | None = None) -> None:
     """`report`: a search.reporter.TrialReporter when an Optuna pruner watches this trial;
-    `visible_devices`: the GPUs of this trial's device slots (CUDA_VISIBLE_DEVICES)."""
+    `visible_devices`: the GPUs of this trial's device slots (CUDA_VISIBLE_DEVICES);
+    `compile_clock_dir`: where torch.compile's time so far is written for the sweep
+    (objectives/compile_clock.py; DDP ranks inherit the variable)."""
     if visible_devices is not None:  # before anything touches CUDA
         os.environ["CUDA_VISIBLE_DEVICES"] = visible_devices
+    if compile_clock_dir is not None:
+        from objectives.compile_clock import ENV
+
+        os.environ[ENV] = compile_clock_dir
     die_with_sweep(sweep_pid)
     cap_memory((cfg.get("trial") or {}).get("max_memory_bytes"))
     import objectives

@@ -10,7 +10,7 @@ from optuna.distributions import CategoricalDistribution
 
 from conftest import run_search
 from search.errors import BadInput
-from search.hardware import fit_to_machine
+from search.hardware import check_memory_cap, fit_to_machine
 from search.space import build_space
 
 REMOVED = {"precision=fp16": "needs a CUDA GPU", "precision=fp8": "needs sm_89+ and torchao"}
@@ -31,6 +31,14 @@ def test_forcing_an_unrunnable_value_or_leaving_nothing_is_bad_input() -> None:
         fit_to_machine(build_space({}, ["batch_size=choice(1,2)", "precision=fp16"]), REMOVED, RUNNABLE)
     with pytest.raises(BadInput, match="no value this machine can run"):
         fit_to_machine(build_space({}, ["precision=choice(fp16,fp8)"]), REMOVED, RUNNABLE)
+
+
+def test_an_address_space_cap_is_refused_where_a_gpu_is_visible() -> None:
+    check_memory_cap(None, gpu_count=2)
+    check_memory_cap(4 << 30, gpu_count=0)  # a CPU sweep: the cap makes out-of-memory real
+    with pytest.raises(BadInput, match=r"^trial.max_memory_bytes must be null on a machine with a GPU \(.*\); got "
+                                       r"4294967296 with 2 GPU\(s\) visible; fix: trial.max_memory_bytes=null"):
+        check_memory_cap(4 << 30, gpu_count=2)
 
 
 @pytest.mark.slow

@@ -31,3 +31,25 @@ def test_the_trial_process_starts_with_expandable_segments_and_the_pci_device_or
     assert rows.get("allocator_expandable_segments") == "1", result.stdout
     assert rows.get("allocator_keeps_user_setting") == "1", result.stdout
     assert rows.get("cuda_device_order_pci_bus") == "1", result.stdout
+
+
+def _slow_compile_trial(compile_s: float, compile_timeout_s: float, timeout_s: float = 10.0) -> dict:
+    from search.isolate import run_isolated, warm_up
+
+    warm_up().join()  # the forkserver's own start (it imports torch) is not the trial's time
+    cfg = {"objective": {"name": "custom", "callable": "slow_compile_objective:objective"},
+           "slow": {"compile_s": compile_s, "train_s": 0.2}, "trial": {"compile_timeout_s": compile_timeout_s}}
+    return run_isolated(cfg, timeout_s=timeout_s)
+
+
+def test_compile_time_counts_against_its_own_budget_not_the_trials_timeout() -> None:
+    # The compile sleeps 15 s, past trial.timeout_s=10 on any machine (was: a timeout, compiling counted);
+    # what is left, starting the child and 0.2 s of steps, fits in 10 s even on a loaded machine.
+    ok = _slow_compile_trial(compile_s=15.0, compile_timeout_s=60)
+    assert ok["outcome"] == "ok", ok["reason"]
+    assert ok["metrics"]["compile_s"] >= 15.0 and ok["metrics"]["trial_wall_s"] > 15.0
+    # Past its own budget the compile counts like any other time: 10 s + 1 s < 15 s, whatever the load.
+    late = _slow_compile_trial(compile_s=15.0, compile_timeout_s=1)
+    assert late["outcome"] == "timeout"
+    assert late["reason"] == ("ran past trial.timeout_s=10 plus 1 s of torch.compile "
+                              "(up to trial.compile_timeout_s=1 s is not counted)")

@@ -5,7 +5,9 @@ warm-up steps (a config rule keeps ``train.warmup_steps >= 1`` when compiling),
 so throughput never contains it; the loop reports the extra time of the first
 step as ``compile_wall_s``. ``compile_backend`` is Inductor unless a test or a
 debugging session picks a cheaper backend (``aot_eager`` traces the same
-graphs without generating kernels).
+graphs without generating kernels). Compile time counts against its own
+budget, ``trial.compile_timeout_s``, not ``trial.timeout_s``: the sweep reads
+how long the trial has compiled from objectives/compile_clock.py.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from objectives.compile_clock import start_compile_clock
 from objectives.config import ParallelConfig
 
 
@@ -21,6 +24,7 @@ def apply_compile(parallel: ParallelConfig, model: nn.Module) -> nn.Module:
     if parallel.compile == "none":
         return model
     mode = None if parallel.compile == "default" else parallel.compile
+    start_compile_clock()
     return torch.compile(model, mode=mode, backend=parallel.compile_backend)
 
 
