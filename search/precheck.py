@@ -44,7 +44,7 @@ def check_command_line(args: list[str]) -> list[str]:
     args = [quoted.get(a, a) for a in args]
     if parsed_args.config_dir or parsed_args.config_path or parsed_args.config_name:
         return args  # another config tree: Hydra itself reports on it
-    fixed = [o.input_line for o in overrides if not o.is_sweep_override()]
+    fixed = [o.input_line for o in overrides if not o.is_sweep_override()] + list(quoted.values())
     try:
         with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
             cfg = compose("config", overrides=fixed, return_hydra_config=True)
@@ -61,7 +61,8 @@ def check_command_line(args: list[str]) -> list[str]:
 
 
 def quote_params_sweep(line: str) -> str:
-    """`[+]hydra.sweeper.params.k=<sweep>` -> the same entry with the sweep's text as a quoted string."""
+    """`[+]hydra.sweeper.params.k=<sweep>` -> the same entry with the sweep's text as a quoted string,
+    added or replaced (`++`) as `k=<sweep>` would be, whether the space's params have `k` or not."""
     key, _, text = line.partition("=")
     body = re.sub(r"(\\+)(?='|$)", lambda m: m.group(1) * 2, text.strip())  # backslashes before a quote
-    return key + "='" + body.replace("'", "\\'") + "'"
+    return "++" + key.lstrip("+") + "='" + body.replace("'", "\\'") + "'"  # ++: set, whether in params or not

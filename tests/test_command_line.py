@@ -91,8 +91,8 @@ FORMS = [
     ("batch_size=choice(32,64)", "hydra.sweeper.params.batch_size=choice(32,64)",
      "hydra.sweeper.params.batch_size='choice(32,64)'"),
     ("batch_size=32,64", "hydra.sweeper.params.batch_size=32,64", "hydra.sweeper.params.batch_size='32,64'"),
-    ("optim.lr=tag(log, interval(1e-4, 1e-1))", "+hydra.sweeper.params.optim.lr=tag(log, interval(1e-4, 1e-1))",
-     "+hydra.sweeper.params.optim.lr='tag(log, interval(1e-4, 1e-1))'"),
+    ("optim.lr=tag(log, interval(1e-4, 1e-1))", "hydra.sweeper.params.optim.lr=tag(log, interval(1e-4, 1e-1))",
+     "+hydra.sweeper.params.optim.lr='tag(log, interval(1e-4, 1e-1))'"),  # quoted by hand, a new key needs +
     ("""precision=choice('fp32',"bf16")""", """hydra.sweeper.params.precision=choice('fp32',"bf16")""",
      """hydra.sweeper.params.precision='choice(\\'fp32\\',"bf16")'"""),
 ]
