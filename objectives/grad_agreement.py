@@ -12,7 +12,7 @@ import numpy as np
 import torch
 
 from objectives.config import TrialConfig, parse_config
-from objectives.knobs.model_pruning import apply_model_pruning
+from objectives.knobs.model_pruning import apply_model_pruning, layers_kept
 from objectives.knobs.parallel import (
     apply_ddp,
     apply_threads,
@@ -46,7 +46,7 @@ def _grads_on_rank(rank: int, world_size: int, port: int, cfg: TrialConfig, samp
     torch.manual_seed(cfg.train.seed)
     work = build_workload(cfg.objective, cfg.train.eval_batch_size)
     train_set = work.train_set
-    model = apply_model_pruning(cfg.model_pruning, work.model, work.example_input, work.model_pruning_ignored)
+    model = apply_model_pruning(cfg.model_pruning, work.model, work.example_input, layers_kept(cfg.model_pruning, work))
     model, precision = apply_precision(cfg.precision, model.to(device), device.type)
     model = apply_ddp(cfg.parallel, model, device)
     share = len(sample_indices) // world_size
