@@ -35,8 +35,12 @@ _context: Any = None
 
 
 def _forkserver() -> Any:
+    """The process every trial is forked from; it and so every trial inherit this
+    process's environment when it starts, CUDA_DEVICE_ORDER included (search/nvml.py:
+    the sweep's CLI pins it first, and refuses another order; any other caller gets it here)."""
     global _context
     if _context is None:
+        os.environ.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
         ctx = mp.get_context("forkserver")
         ctx.set_forkserver_preload(_PRELOAD)
         _context = ctx

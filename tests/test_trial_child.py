@@ -33,6 +33,15 @@ def test_the_trial_process_starts_with_expandable_segments_and_the_pci_device_or
     assert rows.get("cuda_device_order_pci_bus") == "1", result.stdout
 
 
+def test_every_isolated_trial_counts_cuda_devices_in_pci_bus_order() -> None:
+    from search.isolate import run_isolated
+
+    # any caller of the isolated child (selftest, the batch-size probe, benchmark scripts), not only the CLI
+    result = run_isolated({"objective": {"name": "custom", "callable": "env_objective:objective"}}, timeout_s=120)
+    assert result["outcome"] == "ok", result["reason"]
+    assert result["metrics"]["cuda_device_order_pci_bus"] == 1.0
+
+
 def _slow_compile_trial(compile_s: float, compile_timeout_s: float, timeout_s: float = 10.0) -> dict:
     from search.isolate import run_isolated, warm_up
 
