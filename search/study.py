@@ -8,6 +8,7 @@ and `grpc://host:port` Optuna's gRPC storage proxy (search/grpc_storage.py).
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -58,6 +59,25 @@ def check_storage(storage: str | None) -> None:
                        f"fix: create the directory or set hydra.sweeper.storage to a writable path")
 
 
+def _rdb_storage(url: str, attempts: int = 5) -> RDBStorage:
+    """Optuna's RDB storage, which creates its tables on first use. Workers
+    started at once on an empty database race to create them, and the
+    database refuses the losers' CREATE TABLE (PostgreSQL: a unique violation
+    in pg_type, or "already exists") or their schema-version row; the tables
+    then exist, and the next attempt uses them. Seen under load: two of three
+    workers died this way and the study got a third of its trials."""
+    from sqlalchemy.exc import IntegrityError, ProgrammingError
+
+    for attempt in range(1, attempts + 1):
+        try:
+            return RDBStorage(url)
+        except (IntegrityError, ProgrammingError):
+            if attempt == attempts:
+                raise
+            time.sleep(0.2 * attempt)
+    raise AssertionError("unreachable")
+
+
 def open_storage(storage: str | None) -> BaseStorage:
     check_storage(storage)
     if storage and storage.startswith("grpc://"):
@@ -66,7 +86,7 @@ def open_storage(storage: str | None) -> BaseStorage:
         return open_grpc(storage)
     if storage and "://" in storage:
         try:
-            return RDBStorage(storage)
+            return _rdb_storage(storage)
         except Exception as err:  # refused connection, bad credentials, bad path
             reason = " ".join(str(err).split())[:200]
             raise BadInput(f"the study storage must be reachable; got {redact(storage)} ({type(err).__name__}: "
@@ -127,15 +147,21 @@ class SweepGridSampler(optuna.samplers.GridSampler):
 
 def load_or_create(name: str, storage: BaseStorage, directions: list[str],
                    sampler: optuna.samplers.BaseSampler) -> tuple[optuna.Study, bool]:
-    """Returns the study and whether it existed, refusing a study with other directions."""
+    """Returns the study and whether it existed, refusing a study with other directions.
+    Workers started at once on a new study all find it missing and all create
+    it; the storage keeps the first, and the others load that one."""
+    if name not in {s.study_name for s in storage.get_all_studies()}:
+        try:
+            return optuna.create_study(study_name=name, storage=storage, directions=directions,
+                                       sampler=sampler), False
+        except optuna.exceptions.DuplicatedStudyError:
+            pass  # another worker created it since we looked
     existing = {s.study_name: s for s in storage.get_all_studies()}
-    if name in existing:
-        have = [d.name.lower() for d in existing[name].directions]
-        if have != directions:
-            raise BadInput(f"study {name!r} already exists with directions {have}; got {directions}; "
-                           f"fix: use the same directions or another hydra.sweeper.study_name")
-        return optuna.load_study(study_name=name, storage=storage, sampler=sampler), True
-    return optuna.create_study(study_name=name, storage=storage, directions=directions, sampler=sampler), False
+    have = [d.name.lower() for d in existing[name].directions]
+    if have != directions:
+        raise BadInput(f"study {name!r} already exists with directions {have}; got {directions}; "
+                       f"fix: use the same directions or another hydra.sweeper.study_name")
+    return optuna.load_study(study_name=name, storage=storage, sampler=sampler), True
 
 
 def check_space_matches(study: optuna.Study, distributions: Mapping[str, BaseDistribution]) -> None:
