@@ -22,7 +22,7 @@ from hydra.core.utils import JobReturn, JobStatus
 from omegaconf import DictConfig, OmegaConf
 from optuna.trial import TrialState
 
-from search import fingerprint, gpu_telemetry, isolate, nightly, slots, tracking
+from search import fingerprint, gpu_telemetry, isolate, mlflow_repair, nightly, slots, tracking
 from search.batch_probe import ProbeFailed, bound_batch_size, probe_overrides
 from search.combinations import drop_clashes, parse_probes
 from search.composed_job import run_composed
@@ -271,6 +271,8 @@ class SweeperImpl:
             print(line, flush=True)
         print(describe_mode(plan.early_stopping, plan.pruner, self.early_stopping_margin), flush=True)
         self._recover(study)
+        for line in mlflow_repair.repair(self.experiment_name or plan.study_name, study):  # an outage outlasted a sweep
+            print(line, flush=True)
         self._fingerprint(study)
         study.set_user_attr(OBJECTIVES, objectives)
         night = nightly.start(self.nightly, study, plan.storage, plan.space.distributions) \
@@ -289,6 +291,7 @@ class SweeperImpl:
                     **{f"space.{k}": repr(d) for k, d in plan.space.distributions.items()}},
             tags={"search.storage": storage_location(self.storage), **fingerprint.as_tags(self.machine),
                   **(nightly.run_tags(night) if night else {})},
+            sweep_dir=self.sweep_dir,
         )
         status, outcomes = "FAILED", []
         target = self.n_trials + (night.enqueued if night else 0)
@@ -323,7 +326,7 @@ class SweeperImpl:
         finally:
             completed = [t for t in study.get_trials(deepcopy=False) if t.state == TrialState.COMPLETE]
             tracking.end_sweep(sweep, status, {"trials_complete_in_study": len(completed)},
-                               self.sweep_dir / "mlflow-unlogged.json")
+                               self.sweep_dir / tracking.UNLOGGED_FILE)
         print_front(study, objectives)
         report_dir = self.sweep_dir / "report"
         plot_files = write_report(study, report_dir, sweep.parent_run_id)

@@ -28,8 +28,10 @@ from search.redact import redact
 
 _MAX_PARAM_CHARS = 6000
 _BATCH = 100
-_RUN_STATUS = {"ok": "FINISHED", "stopped_early": "KILLED"}  # stopped on purpose by early stopping
+RUN_STATUS = {"ok": "FINISHED", "stopped_early": "KILLED"}  # stopped on purpose by early stopping
 RETRY_AFTER_S = 10.0  # after a failed write, wait this long before trying MLflow again
+UNLOGGED_FILE = "mlflow-unlogged.json"  # in the sweep dir: what MLflow lacked when the sweep ended
+UNLOGGED_TAG = "search.unlogged_file"  # on the sweep's run: where that file would be (search/mlflow_repair.py)
 
 
 @dataclass
@@ -62,6 +64,8 @@ class Sweep:
     pending: dict[int, TrialRecord] = field(default_factory=dict)
     down_since: float | None = None
     parent_status: str | None = None
+    parent_metrics: dict[str, float] = field(default_factory=dict)
+    parent_closed: bool = False
 
 
 def configure_client() -> None:
@@ -81,16 +85,23 @@ def how_to_look() -> str:
     return f"open {uri}" if uri.startswith(("http://", "https://")) else f"mlflow ui --backend-store-uri {uri}"
 
 
-def start_sweep(experiment_name: str, study_name: str, params: Mapping[str, Any], tags: Mapping[str, str]) -> Sweep:
+def start_sweep(experiment_name: str, study_name: str, params: Mapping[str, Any], tags: Mapping[str, str],
+                sweep_dir: Path | None = None) -> Sweep:
+    """The sweep's parent run. It names its worker and where the sweep will leave what MLflow could not
+    take (UNLOGGED_TAG), so that the next start can replay it (search/mlflow_repair.py)."""
+    from search.recovery import WORKER_ATTR, worker_id
+
     client = MlflowClient()
     experiment_id = _experiment_id(client, experiment_name)
+    where = {UNLOGGED_TAG: str((sweep_dir / UNLOGGED_FILE).absolute())} if sweep_dir is not None else {}
     run = client.create_run(
         experiment_id,
         run_name=f"sweep-{time.strftime('%Y%m%d-%H%M%S')}",
-        tags={"search.role": "sweep", "search.study_name": study_name, **{k: redact(str(v)) for k, v in tags.items()}},
+        tags={"search.role": "sweep", "search.study_name": study_name, WORKER_ATTR: worker_id(), **where,
+              **{k: redact(str(v)) for k, v in tags.items()}},
     )
     sweep = Sweep(client, experiment_id, run.info.run_id, study_name)
-    _log(sweep, run.info.run_id, params=params)
+    log_values(sweep, run.info.run_id, params=params)
     return sweep
 
 
@@ -132,15 +143,20 @@ def flush(sweep: Sweep) -> None:
         return
     for number in sorted(sweep.pending):
         record = sweep.pending[number]
-        if not _attempt(sweep, lambda: _write(sweep, record)):
+        if not _attempt(sweep, lambda: write_record(sweep, record)):
             return
         if record.ended:
             del sweep.pending[number]
     if sweep.parent_status is not None:
-        _attempt(sweep, lambda: sweep.client.set_terminated(sweep.parent_run_id, status=sweep.parent_status))
+        sweep.parent_closed = _attempt(sweep, lambda: close_parent(sweep))
 
 
-def _write(sweep: Sweep, record: TrialRecord) -> None:
+def close_parent(sweep: Sweep) -> None:
+    log_values(sweep, sweep.parent_run_id, metrics=sweep.parent_metrics)
+    sweep.client.set_terminated(sweep.parent_run_id, status=sweep.parent_status)
+
+
+def write_record(sweep: Sweep, record: TrialRecord) -> None:
     if record.run_id is None:
         run = sweep.client.create_run(sweep.experiment_id, run_name=f"trial-{record.number}", tags={
             MLFLOW_PARENT_RUN_ID: sweep.parent_run_id,
@@ -151,11 +167,11 @@ def _write(sweep: Sweep, record: TrialRecord) -> None:
             "search.outcome": "running",
         })
         record.run_id = run.info.run_id
-        _log(sweep, record.run_id, params=record.params)
+        log_values(sweep, record.run_id, params=record.params)
     if record.ended:
         _log_series(sweep, record.run_id, record.series)
-        _log(sweep, record.run_id, metrics=record.metrics, tags={"search.outcome": record.outcome, **record.tags})
-        sweep.client.set_terminated(record.run_id, status=_RUN_STATUS.get(record.outcome, "FAILED"))
+        log_values(sweep, record.run_id, metrics=record.metrics, tags={"search.outcome": record.outcome, **record.tags})
+        sweep.client.set_terminated(record.run_id, status=RUN_STATUS.get(record.outcome, "FAILED"))
 
 
 def _attempt(sweep: Sweep, write: Callable[[], None]) -> bool:
@@ -176,19 +192,41 @@ def _attempt(sweep: Sweep, write: Callable[[], None]) -> bool:
 
 def end_sweep(sweep: Sweep, status: str, metrics: Mapping[str, float] | None = None,
               unlogged_path: Path | None = None) -> None:
-    sweep.parent_status = status
-    _attempt(sweep, lambda: _log(sweep, sweep.parent_run_id, metrics=metrics or {}))
+    """Close the sweep's run with its trials'; what MLflow still lacks goes to `unlogged_path`, which
+    the next start against a reachable MLflow replays (search/mlflow_repair.py)."""
+    sweep.parent_status, sweep.parent_metrics = status, dict(metrics or {})
     sweep.down_since = None  # one last try, whatever the back-off says
     flush(sweep)
-    if sweep.pending and unlogged_path is not None:
-        unlogged_path.parent.mkdir(parents=True, exist_ok=True)
-        unlogged_path.write_text(json.dumps([asdict(r) for r in sweep.pending.values()], indent=1))
-        print(f"search: MLflow was unreachable: {len(sweep.pending)} trial runs are not in MLflow; their params, "
-              f"metrics and outcomes are in {unlogged_path} (and every result is in the Optuna study)",
+    if (sweep.pending or not sweep.parent_closed) and unlogged_path is not None:
+        save_unlogged(sweep, unlogged_path)
+        print(f"search: MLflow was unreachable: {len(sweep.pending)} trial runs are not in MLflow, and the sweep's "
+              f"run is not closed; their params, metrics and outcomes are in {unlogged_path} (and every result is "
+              f"in the Optuna study); the next start against a reachable MLflow writes them",
               file=sys.stderr, flush=True)
 
 
-def _log(sweep: Sweep, run_id: str, params: Mapping[str, Any] | None = None,
+def save_unlogged(sweep: Sweep, path: Path) -> None:
+    """Written whole to a temporary file and renamed: a reader never sees half of it."""
+    state = {"experiment_id": sweep.experiment_id, "parent_run_id": sweep.parent_run_id,
+             "study_name": sweep.study_name, "parent_status": sweep.parent_status,
+             "parent_metrics": sweep.parent_metrics, "records": [asdict(r) for r in sweep.pending.values()]}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".{path.name}.partial")
+    partial.write_text(redact(json.dumps(state, indent=1)))
+    os.replace(partial, path)
+
+
+def load_unlogged(client: MlflowClient, path: Path) -> Sweep:
+    """The sweep state save_unlogged wrote, ready for `flush`."""
+    state = json.loads(path.read_text())
+    sweep = Sweep(client, state["experiment_id"], state["parent_run_id"], state["study_name"],
+                  parent_status=state["parent_status"], parent_metrics=state["parent_metrics"])
+    for record in state["records"]:
+        sweep.pending[record["number"]] = TrialRecord(**record)
+    return sweep
+
+
+def log_values(sweep: Sweep, run_id: str, params: Mapping[str, Any] | None = None,
          metrics: Mapping[str, float] | None = None, tags: Mapping[str, str] | None = None) -> None:
     now_ms = int(time.time() * 1000)
     param_list = [Param(k, redact(str(v))[:_MAX_PARAM_CHARS]) for k, v in (params or {}).items()]

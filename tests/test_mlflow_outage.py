@@ -98,3 +98,56 @@ def test_unusable_tracking_uri_leaves_nothing_behind(workdir: Path, case: str) -
     [line] = [line for line in result.stderr.splitlines() if line.strip()]
     assert line.startswith("search: error: ") and "MLflow" in line and "fix:" in line, line
     assert sorted(workdir.rglob("*")) == before
+
+
+def test_an_outage_that_outlasts_the_sweep_is_repaired_by_the_next_start(workdir: Path, server: MlflowServer) -> None:
+    """MLflow goes down after the first trial and stays down until the sweep has ended: its run and
+    trial runs stay RUNNING and what MLflow lacks goes to mlflow-unlogged.json. Two workers then start
+    at once against the server, back up: the file is written once, no run is made twice, none is
+    left RUNNING."""
+    env = {**os.environ, "PYTHONPATH": str(REPO), "MLFLOW_TRACKING_URI": server.uri}
+    command = [sys.executable, "-m", "search", "multirun", "hydra.sweeper.params=null", "batch_size=choice(64,128)",
+               "train.budget_samples=600", "parallel.devices=1", "loader.num_workers=0"]
+    sweep = subprocess.Popen([*command, "hydra.sweeper.n_trials=4"], cwd=workdir, env=env, text=True,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        wait_for(lambda: len(complete(workdir)) >= 1, 120, "a first trial")
+        server.stop()
+        out, err = sweep.communicate(timeout=300)
+    finally:
+        if sweep.poll() is None:
+            sweep.kill()
+    assert sweep.returncode == 0, err[-3000:]
+    [unlogged] = list((workdir / "multirun").rglob("mlflow-unlogged.json"))
+    first_sweep = [t.number for t in load_study(workdir).trials if t.user_attrs.get("outcome") != "skipped"]
+
+    server.start()
+    client = MlflowClient(server.uri)
+    experiment = client.get_experiment_by_name("digits")
+    assert client.search_runs([experiment.experiment_id], "attributes.status = 'RUNNING'"), "nothing left to repair"
+    workers = [subprocess.Popen([*command, "hydra.sweeper.n_trials=1"], cwd=workdir, env=env, text=True,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(2)]
+    try:
+        outputs = [w.communicate(timeout=400) for w in workers]
+    finally:
+        for w in workers:
+            if w.poll() is None:
+                w.kill()
+    assert [w.returncode for w in workers] == [0, 0], [e[-2000:] for _, e in outputs]
+    repaired = [line for out, _ in outputs for line in out.splitlines() if "is closed as" in line]
+    assert len(repaired) == 1 and "closed as FINISHED" in repaired[0], repaired
+    assert not unlogged.exists() and unlogged.with_name("mlflow-unlogged.replayed.json").exists()
+
+    runs = client.search_runs([experiment.experiment_id], max_results=1000)
+    assert [r.info.run_id for r in runs if r.info.status == "RUNNING"] == []
+    trial_runs = [r for r in runs if r.data.tags.get("search.role") == "trial"]
+    numbers = sorted(int(r.data.tags["search.trial_number"]) for r in trial_runs)
+    ran = [t.number for t in load_study(workdir).trials if t.user_attrs.get("outcome") != "skipped"]  # repeats
+    assert numbers == sorted(ran), "a trial's run is missing or made twice"
+    by_number = {int(r.data.tags["search.trial_number"]): r for r in trial_runs}
+    for number in first_sweep:
+        run = by_number[number]
+        assert run.info.status == "FINISHED" and "throughput_samples_per_s" in run.data.metrics, number
+        assert run.data.params["batch_size"] in ("64", "128") and run.data.tags["search.outcome"] == "ok"
+    parents = [r for r in runs if r.data.tags.get("search.role") == "sweep"]
+    assert len(parents) == 3 and all(r.info.status == "FINISHED" for r in parents)
