@@ -137,3 +137,13 @@ def test_an_override_hydra_cannot_read_is_reported_without_its_password(workdir:
     assert result.returncode == 2 and "search: error: " in result.stderr, result.stderr[-2000:]
     assert not leaks(result.stdout + result.stderr)
     assert list(workdir.iterdir()) == []
+
+
+@pytest.mark.slow
+def test_a_tracking_password_requests_would_misread_is_refused_without_showing_it(workdir: Path) -> None:
+    """urllib and requests end the host part at the first '/': `http://u:a/b@h` would reach host `u`."""
+    result = run_search("multirun", cwd=workdir, timeout_s=180,
+                        env={"MLFLOW_TRACKING_URI": f"http://canary:{HEAD}/{TAIL}@127.0.0.1:{free_port()}"})
+    assert result.returncode == 2 and "percent-encoded" in result.stderr, result.stderr[-2000:]
+    assert "http://canary:***@127.0.0.1:" in result.stderr and not leaks(result.stdout + result.stderr)
+    assert list(workdir.iterdir()) == []
