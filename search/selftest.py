@@ -238,6 +238,16 @@ def check_arguments(args: argparse.Namespace, known: list[Case]) -> list[str]:
 
 
 def main(argv: list[str]) -> int:
+    """Exit status 0, 1 (an admitted value failed), 2 (bad input) or 130 (Ctrl-C: the running row's
+    process tree is killed on the way out)."""
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:
+        print("search: selftest interrupted by Ctrl-C", file=sys.stderr, flush=True)
+        return 130
+
+
+def _main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m search selftest", description=__doc__.split("\n\n")[0])
     parser.add_argument("overrides", nargs="*", help="Hydra overrides of the base configuration")
     parser.add_argument("--timeout-s", type=float, default=DEFAULT_TIMEOUT_S, help="per value (default %(default)g)")
@@ -269,11 +279,7 @@ def main(argv: list[str]) -> int:
 def report(rows: list[Row], base: list[str], started: float, run: Callable[[], None]) -> int:
     from rich.console import Console
 
-    try:
-        run()
-    except KeyboardInterrupt:
-        print("search: selftest interrupted by Ctrl-C", file=sys.stderr, flush=True)
-        return 130
+    run()
     Console(highlight=False).print(table(rows))
     failed = [r for r in rows if r.failed]
     for row in failed:

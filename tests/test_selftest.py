@@ -148,3 +148,29 @@ def _get(cfg: object, dotted: str) -> object:
     for part in dotted.split("."):
         cfg = getattr(cfg, part)
     return cfg
+
+
+def test_ctrl_c_exits_130_in_one_line_and_leaves_no_process_behind(workdir: Path) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    import psutil
+
+    from tests.conftest import REPO
+
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen([sys.executable, "-m", "search", "selftest", "--only", "parallel.compile"], cwd=workdir,
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stderr is not None
+    for line in proc.stderr:  # the base row has run: a compiling row (many seconds) is running now
+        if line.startswith("selftest: precision=fp32"):
+            break
+    tree = psutil.Process(proc.pid).children(recursive=True)
+    proc.send_signal(signal.SIGINT)
+    rest = proc.stderr.read()
+    assert proc.wait(timeout=60) == 130, rest
+    assert rest.strip().splitlines()[-1] == "search: selftest interrupted by Ctrl-C"
+    gone, alive = psutil.wait_procs(tree, timeout=10)
+    assert not alive
