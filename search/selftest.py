@@ -19,7 +19,7 @@ the tiny gpt have none).
 
 Exit status 0 when every admitted value ran, 1 when one failed (each such
 value gets the line "the hardware check admitted X=Y but it failed: ...:
-the check in <module> is wrong"), 2 for bad input.
+the check in <module> is wrong"), 2 for bad input, 130 for Ctrl-C.
 """
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ from search.space import parse_overrides, to_override
 
 BASE_OVERRIDES = ("objective=digits", "batch_size=32", "train.budget_samples=256", "train.warmup_steps=1",
                   "train.window_steps=2", "train.eval_batch_size=512")
-DEFAULT_TIMEOUT_S = 300.0  # a cold Inductor compile of the digits model took 110 s on two loaded cores
+DEFAULT_TIMEOUT_S = 300.0  # per value; as for every trial, torch.compile time is not counted (trial.compile_timeout_s)
 _GPT = ("objective=gpt",)
 _GPT2_SMALL = ("objective=gpt", "objective.size=gpt2-small", "batch_size=8", "objective.val_batches=1",
                "train.eval_batch_size=8")
@@ -67,8 +67,7 @@ class Row:
     peak_mem_bytes: float | None = None
     wall_s: float = 0.0
     not_applied: str = ""
-
-    is_base: bool = False
+    is_base: bool = False  # the base configuration (the first row): if it fails, nothing else runs
 
     @property
     def failed(self) -> bool:
