@@ -11,6 +11,7 @@ exit status 2 before Hydra starts.
 """
 from __future__ import annotations
 
+import signal
 import sys
 
 USAGE = """usage: python -m search {multirun,run,nightly} [hydra overrides ...]
@@ -69,7 +70,8 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def run_hydra(command: str, rest: list[str]) -> None:
-    from search.errors import BadInput, Interrupted, exit_bad_input, raise_on_sigterm
+    from search import interrupt
+    from search.errors import BadInput, Interrupted, exit_bad_input
     from search.nvml import pin_cuda_device_order
     from search.precheck import check_command_line
 
@@ -84,14 +86,17 @@ def run_hydra(command: str, rest: list[str]) -> None:
     from search.app import task
     from search.paths import conf_dir
 
-    raise_on_sigterm()
+    interrupt.install()  # SIGINT, SIGTERM: one clean, bounded stop, whatever follows
     sys.argv = [sys.argv[0], *COMMANDS[command], *rest]
     try:
         hydra.main(config_path=str(conf_dir()), config_name="config", version_base="1.3")(task)()
-    except (KeyboardInterrupt, Interrupted) as err:
-        why = str(err) or "interrupted by Ctrl-C"
-        print(f"search: {why}: the running trial was closed as failed; run the same command again to resume",
-              file=sys.stderr, flush=True)
+    except (KeyboardInterrupt, Interrupted) as err:  # what it stopped, the sweep printed trial by trial
+        interrupt.ignore_from_now()
+        later = interrupt.ignored()
+        also = (f"; {len(later)} later signal(s) ({', '.join(sorted({s.name for s in map(signal.Signals, later)}))}) "
+                f"ignored so that the cleanup could finish" if later else "")
+        then = "the trial was not measured" if command == "run" else "run the same command again to resume"
+        print(f"search: {str(err) or 'interrupted by SIGINT (Ctrl-C)'}{also}; {then}", file=sys.stderr, flush=True)
         raise SystemExit(getattr(err, "exit_status", 130)) from None
 
 if __name__ == "__main__":

@@ -8,8 +8,8 @@
 | 3 | the sweep gave up: too many trials failed (hydra.sweeper.max_failure_rate) |
 | 4 | `nightly`: a regression (search/regression.py says which test) |
 | 5 | `nightly`: it could not run (bad input, gave up, no trial ran ok, a crash, interrupted) |
-| 130 | interrupted by Ctrl-C (SIGINT); the running trial was closed as failed |
-| 143 | terminated by SIGTERM; the running trial was closed as failed |
+| 130 | interrupted by Ctrl-C (SIGINT): running trials closed as failed and enqueued again |
+| 143 | terminated by SIGTERM (preempted): as SIGINT |
 """
 from __future__ import annotations
 
@@ -29,11 +29,14 @@ class BadInput(ValueError):
 
 
 class Interrupted(BaseException):
-    """SIGTERM, raised where the sweep is so that it unwinds like Ctrl-C: the
-    running trial's process tree is killed and its trial and run are closed."""
+    """SIGINT or SIGTERM, raised where the sweep is (search/interrupt.py) so that
+    it unwinds: the running trials' process trees are killed, their trials and
+    runs closed, their configurations enqueued again."""
 
     def __init__(self, signum: int) -> None:
-        super().__init__(f"terminated by {signal.Signals(signum).name}")
+        name = signal.Signals(signum).name
+        super().__init__(f"interrupted by {name} (Ctrl-C)" if signum == signal.SIGINT else f"terminated by {name}")
+        self.signal_name = name
         self.exit_status = 128 + signum
 
 
@@ -43,13 +46,6 @@ def exit_bad_input(err: Exception) -> None:
     line = redact(" ".join(str(err).split()))
     print(f"search: error: {line}", file=sys.stderr, flush=True)
     raise SystemExit(EXIT_BAD_INPUT)
-
-
-def raise_on_sigterm() -> None:
-    def handler(signum: int, _frame: object) -> None:
-        raise Interrupted(signum)
-
-    signal.signal(signal.SIGTERM, handler)
 
 
 def nightly_status(run: Callable[[], None]) -> int:

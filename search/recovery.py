@@ -7,7 +7,8 @@ refreshes while the trial runs. On start, a RUNNING trial is stale when its
 worker is on this host and gone, or its heartbeat is older than the grace
 period (a worker on another host). A stale trial is closed as failed in
 Optuna and KILLED in MLflow, and its configuration is enqueued again while
-it has retries left.
+it has retries left, as is a trial stopped by SIGINT or SIGTERM
+(search/interrupt.py) when its sweep closes it.
 """
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from optuna.trial import TrialState
 WORKER_ATTR = "search.worker"
 HEARTBEAT_ATTR = "search.heartbeat_unix_s"
 RETRIES_ATTR = "search.retries"
+RETRY_OF_ATTR = "search.retry_of"
 HEARTBEAT_INTERVAL_S = 20.0
 
 
@@ -70,12 +72,19 @@ def close_stale(study: optuna.Study, trial: optuna.trial.FrozenTrial, max_retrie
         study.tell(trial.number, state=TrialState.FAIL)
     except (optuna.exceptions.UpdateFinishedTrialError, ValueError):  # setting an attr / telling a finished trial
         return None
+    return retry(study, trial, max_retries)
+
+
+def retry(study: optuna.Study, trial: optuna.trial.FrozenTrial | optuna.Trial, max_retries: int) -> bool:
+    """Enqueue the configuration of a trial its sweep stopped (killed, preempted,
+    interrupted) while it has retries left: it measured nothing about it.
+    Returns whether it was enqueued; the next `ask` on the study runs it first."""
     retries = int(trial.user_attrs.get(RETRIES_ATTR, 0))
-    if retries < max_retries:
-        study.enqueue_trial(trial.params, user_attrs={RETRIES_ATTR: retries + 1, "search.retry_of": trial.number},
-                            skip_if_exists=False)
-        return True
-    return False
+    if retries >= max_retries:
+        return False
+    study.enqueue_trial(trial.params, user_attrs={RETRIES_ATTR: retries + 1, RETRY_OF_ATTR: trial.number},
+                        skip_if_exists=False)
+    return True
 
 
 class Heartbeat:

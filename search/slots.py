@@ -17,12 +17,14 @@ on k different GPUs; trials share a GPU only with `trials_per_gpu` > 1.
 from __future__ import annotations
 
 import os
+import sys
 from contextlib import contextmanager
 from dataclasses import dataclass
 from multiprocessing.connection import wait
 from typing import Any, Callable, Iterator, Sequence
 
 from search.errors import BadInput
+from search.interrupt import deferred
 
 _detached = False
 
@@ -105,14 +107,15 @@ class Launch:
 
 def run(slots: Sequence[Slot], budget: int, propose: Callable[[], Launch | None],
         start: Callable[[Launch, list[Slot]], Any], finish: Callable[[Launch, Any], bool],
-        abort: Callable[[Launch, str], None]) -> None:
+        abort: Callable[[Launch, BaseException], None]) -> None:
     """Keep every slot busy until `budget` trials have been proposed and have ended.
 
     propose() -> the next trial, or None when there is none (a used-up grid);
     start(launch, slots) -> a running trial (search.isolate.RunningTrial) or, when it
     could not start, its result dict; finish(launch, result) -> whether to stop
-    proposing (the failure policy gave up); abort(launch, reason) closes a trial
-    the sweep stops without a result (Ctrl-C, SIGTERM)."""
+    proposing (the failure policy gave up); abort(launch, error) closes a trial
+    the sweep stops without a result (Ctrl-C, SIGTERM: search/interrupt.py), after
+    every running trial's process tree was killed."""
     free = list(slots)
     running: list[tuple[Launch, list[Slot], Any]] = []
     waiting: Launch | None = None
@@ -123,7 +126,8 @@ def run(slots: Sequence[Slot], budget: int, propose: Callable[[], Launch | None]
                 if waiting is None:
                     if not free:
                         break  # ask only when a slot is free: the sampler then knows every result so far
-                    waiting = propose() if proposed < budget else None
+                    with deferred():  # a trial asked for is always known here, so a signal can close it
+                        waiting = propose() if proposed < budget else None
                     if waiting is None:
                         stop = True
                         break
@@ -132,26 +136,30 @@ def run(slots: Sequence[Slot], budget: int, propose: Callable[[], Launch | None]
                 if taken is None:
                     break  # the next trial needs more slots than are free: wait for one to end
                 free = [s for s in free if s not in taken]
-                handle = start(waiting, taken)
-                launch, waiting = waiting, None
-                if not isinstance(handle, dict):
-                    running.append((launch, taken, handle))
-                else:
-                    free += taken
-                    stop = finish(launch, handle) or stop
+                with deferred():  # likewise a started one, and its process tree
+                    handle = start(waiting, taken)
+                    launch, waiting = waiting, None
+                    if not isinstance(handle, dict):
+                        running.append((launch, taken, handle))
+                    else:
+                        free += taken
+                        stop = finish(launch, handle) or stop
             if not running:
                 break
             wait([h.sentinel for _, _, h in running], timeout=min(h.seconds_left() for _, _, h in running))
             for entry in [e for e in running if e[2].done()]:
-                running.remove(entry)
-                launch, taken, handle = entry
-                free += taken
-                stop = finish(launch, handle.wait()) or stop
+                with deferred():  # a trial that ended is told, not closed as interrupted
+                    running.remove(entry)
+                    launch, taken, handle = entry
+                    free += taken
+                    stop = finish(launch, handle.wait()) or stop
     except BaseException as err:
-        reason = f"sweep interrupted: {err or type(err).__name__}"
-        for launch, _, handle in running:
+        for _, _, handle in running:  # every process tree first: they all stop now, whatever closing them takes
             handle.kill()
-            abort(launch, reason)
-        if waiting is not None:
-            abort(waiting, reason)
+        for launch in [launch for launch, _, _ in running] + ([waiting] if waiting is not None else []):
+            try:
+                abort(launch, err)
+            except Exception as failed:  # the storage refused: the next start closes it as stale
+                print(f"search: could not close trial {launch.trial.number} ({type(failed).__name__}: {failed}); "
+                      f"the next start closes it", file=sys.stderr, flush=True)
         raise

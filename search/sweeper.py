@@ -22,7 +22,7 @@ from hydra.core.utils import JobReturn, JobStatus
 from omegaconf import DictConfig, OmegaConf
 from optuna.trial import TrialState
 
-from search import fingerprint, gpu_telemetry, isolate, mlflow_repair, nightly, slots, tracking
+from search import fingerprint, gpu_telemetry, interrupt, isolate, mlflow_repair, nightly, slots, tracking
 from search.batch_probe import ProbeFailed, bound_batch_size, probe_overrides
 from search.combinations import drop_clashes, parse_probes
 from search.composed_job import run_composed
@@ -38,7 +38,7 @@ from search.metric_names import check_declared, declared_by, ended_ok, named_met
 from search.no_repeat import ask_unseen
 from search.outcome import score, tell
 from search.progress import SweepProgress
-from search.recovery import HEARTBEAT_ATTR, Heartbeat, close_stale, stale_trials
+from search.recovery import HEARTBEAT_ATTR, RETRIES_ATTR, Heartbeat, close_stale, retry, stale_trials
 from search.report import print_front
 from search.settings import check_config, checked_trial
 from search.space import Space, build_space, to_override
@@ -49,6 +49,7 @@ from search.study import (SweepGridSampler, check_space_matches, check_storage, 
                           make_sampler, normalize_directions, open_storage, storage_location)
 
 ACCURACY_METRICS = ("val_accuracy", "val_loss", "time_to_accuracy_s")
+STOPPED_BY_ATTR = "search.stopped_by"  # the signal that stopped the trial with its sweep
 
 
 @dataclass
@@ -353,7 +354,8 @@ class SweeperImpl:
     def _recover(self, study: optuna.Study) -> None:
         """Close what a killed sweep left RUNNING (Optuna FAIL, MLflow KILLED) and retry it."""
         for trial in stale_trials(study, self.stale_after_s):
-            retried = close_stale(study, trial, self.max_retries)
+            with interrupt.deferred():  # closed and enqueued again, or left for the next start: never half
+                retried = close_stale(study, trial, self.max_retries)
             if retried is None:  # another worker closed it
                 continue
             tracking.close_stale_runs(trial.user_attrs.get("mlflow_run_id"),
@@ -394,7 +396,6 @@ class SweeperImpl:
             return self._propose(study, plan, sweep, heartbeat)
 
         def start(launch: slots.Launch, taken: list[slots.Slot]) -> Any:
-            self._warming.join()
             visible = slots.cuda_visible_devices(taken)
             lines = launch.overrides + ([f"trial.visible_devices='{visible}'"] if visible else [])
             launch.trial.set_user_attr("search.slots", ",".join(str(s.index) for s in taken))
@@ -414,10 +415,10 @@ class SweeperImpl:
             heartbeat.untrack(launch.trial)
             return self.failure_policy.gives_up(before + outcomes)
 
-        def abort(launch: slots.Launch, reason: str) -> None:
-            self._close(study, launch.trial, sweep, {"outcome": "crashed", "reason": reason}, plan, progress)
-            heartbeat.untrack(launch.trial)
+        def abort(launch: slots.Launch, err: BaseException) -> None:
+            self._abort(study, launch.trial, sweep, plan, progress, heartbeat, err)
 
+        self._warming.join()  # here, not in start(): slots.run defers signals there, and torch imports take seconds
         slots.run(plan.slots or [], budget, propose, start, finish, abort)
         return outcomes
 
@@ -427,23 +428,45 @@ class SweeperImpl:
         trials, overrides = [], []
         try:
             for _ in range(batch):
-                launch = self._propose(study, plan, sweep, heartbeat)
-                trials.append(launch.trial)
-                overrides.append(launch.overrides)
+                with interrupt.deferred():  # a trial asked for is in `trials`, so a signal can close it
+                    launch = self._propose(study, plan, sweep, heartbeat)
+                    trials.append(launch.trial)
+                    overrides.append(launch.overrides)
             progress.started([t.number for t in trials], trials[0].params)
             returns = self.launcher.launch(overrides, initial_job_idx=self.job_idx)
         except BaseException as err:
-            reason = f"sweep interrupted: {err or type(err).__name__}"
             for trial in trials:
-                self._close(study, trial, sweep, {"outcome": "crashed", "reason": reason}, plan, progress)
-                heartbeat.untrack(trial)
+                self._abort(study, trial, sweep, plan, progress, heartbeat, err)
             raise
         self.job_idx += batch
         outcomes = []
-        for trial, ret in zip(trials, returns):
-            outcomes.append(self._close(study, trial, sweep, _result_of(ret), plan, progress))
-            heartbeat.untrack(trial)
+        with interrupt.deferred():  # every trial of the batch ended: each is told, none closed as interrupted
+            for trial, ret in zip(trials, returns):
+                outcomes.append(self._close(study, trial, sweep, _result_of(ret), plan, progress))
+                heartbeat.untrack(trial)
         return outcomes
+
+    def _abort(self, study: optuna.Study, trial: optuna.Trial, sweep: tracking.Sweep, plan: Plan,
+               progress: SweepProgress, heartbeat: Heartbeat, err: BaseException) -> None:
+        """Close a trial the sweep stops without a result (SIGINT, SIGTERM: search/interrupt.py) as
+        failed, naming why, and enqueue its configuration again: the trial measured nothing about it."""
+        if isinstance(err, Interrupted):
+            why = str(err)
+            trial.set_user_attr(STOPPED_BY_ATTR, err.signal_name)
+        elif isinstance(err, KeyboardInterrupt):
+            why = "interrupted by SIGINT (Ctrl-C)"
+            trial.set_user_attr(STOPPED_BY_ATTR, "SIGINT")
+        else:
+            why = f"stopped by {type(err).__name__}: {err}"
+        self._close(study, trial, sweep, {"outcome": "crashed", "reason": f"sweep {why}"}, plan, progress)
+        heartbeat.untrack(trial)
+        retries = int(trial.user_attrs.get(RETRIES_ATTR, 0))
+        if retry(study, trial, self.max_retries):
+            progress.console.print(f"trial {trial.number}: enqueued again (retry {retries + 1} of "
+                                   f"hydra.sweeper.max_retries={self.max_retries}): the next trial on this study runs it")
+        else:
+            progress.console.print(f"trial {trial.number}: not enqueued again: hydra.sweeper.max_retries="
+                                   f"{self.max_retries} and it was retried {retries} time(s)")
 
     def _close(self, study: optuna.Study, trial: optuna.Trial, sweep: tracking.Sweep, result: Any, plan: Plan,
                progress: SweepProgress) -> str:
