@@ -133,13 +133,9 @@ def check_storage(storage: str | None) -> Check:
         detail = f"journal {path}" + ("" if ok else f" (directory {path.parent} missing or not writable)")
         return Check("study storage", ok, detail)
 
-    def probe() -> None:
-        from optuna.storages import RDBStorage
+    from search.preflight import check_database_url  # a connection, no tables; refuses a URL SQLAlchemy misreads
 
-        storage_obj = RDBStorage(target)
-        storage_obj.engine.dispose()
-
-    return _probe("study storage", redact(target), probe)
+    return _probe("study storage", redact(target), lambda: check_database_url(target))
 
 
 def check_tracking() -> Check:

@@ -147,3 +147,12 @@ def test_a_tracking_password_requests_would_misread_is_refused_without_showing_i
     assert result.returncode == 2 and "percent-encoded" in result.stderr, result.stderr[-2000:]
     assert "http://canary:***@127.0.0.1:" in result.stderr and not leaks(result.stdout + result.stderr)
     assert list(workdir.iterdir()) == []
+
+
+def test_doctor_refuses_an_at_sign_sqlalchemy_would_read_as_the_host() -> None:
+    """SQLAlchemy ends the password at the first '@', so the driver would look up the host `<tail>@127.0.0.1`
+    and say so in its error: the doctor refuses the URL before connecting instead."""
+    from search import doctor
+
+    check = doctor.check_storage(f"postgresql://search:{HEAD}@{TAIL}@127.0.0.1:{free_port()}/study")
+    assert not check.ok and "%40" in check.detail and not leaks(check.detail), check.detail
