@@ -191,6 +191,8 @@ def main(argv: list[str]) -> int:
     from objectives.config import COMBINATION_RULES
 
     console.print(f"rules on any machine: {'; '.join(COMBINATION_RULES)}")
+    console.print("to run each runnable value for a few steps and catch a check that admits too much: "
+                  "python -m search selftest")
 
     results = checks(args.storage)
     table = Table(title="services and libraries", title_justify="left")

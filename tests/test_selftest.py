@@ -113,6 +113,8 @@ def test_the_command_line_reaches_the_self_test(workdir: Path) -> None:
     done = run_search("selftest", "precision=choice(fp32,bf16)", cwd=workdir)
     assert done.returncode == 2 and "search: error: the self-test varies one value at a time" in done.stderr
     assert "selftest" in run_search("--help", cwd=workdir).stdout
+    doctor = run_search("doctor", "--storage", str(workdir / "study.journal"), cwd=workdir)
+    assert "catch a check that admits too much: python -m search selftest" in " ".join(doctor.stdout.split())
 
 
 def test_plan_admits_by_the_sweeps_rule_and_needs_every_companion_value() -> None:
