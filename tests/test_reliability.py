@@ -103,21 +103,27 @@ def test_sigkill_mid_trial_then_the_same_command_resumes_without_loss_or_duplica
     assert sorted(int(r.data.tags["search.trial_number"]) for r in runs(workdir, "trial")) == sorted(by_number)
 
 
-def test_sigterm_closes_the_running_trial_and_exits_non_zero_leaving_no_processes(workdir: Path) -> None:
+@pytest.mark.parametrize("signum, status, said", [(signal.SIGTERM, 143, "terminated by SIGTERM"),
+                                                  (signal.SIGINT, 130, "interrupted by SIGINT (Ctrl-C)")])
+def test_sigterm_or_one_ctrl_c_closes_the_running_trial_enqueues_it_again_and_leaves_no_processes(
+        workdir: Path, signum: signal.Signals, status: int, said: str) -> None:
     token = uuid.uuid4().hex
     proc = start_sweep(workdir, token, *ARGS)
     running = wait_until_a_trial_runs(workdir, proc, completed_before=0)
     started = time.monotonic()
-    proc.send_signal(signal.SIGTERM)
-    _, stderr = proc.communicate(timeout=60)
+    proc.send_signal(signum)
+    stdout, stderr = proc.communicate(timeout=60)
     assert time.monotonic() - started < 30
-    assert proc.returncode == 143, stderr[-3000:]
-    assert "terminated by SIGTERM" in stderr and "resume" in stderr
+    assert proc.returncode == status, stderr[-3000:]
+    assert said in stderr and "resume" in stderr
     assert wait_gone(token) == []
 
-    trial = load_study(workdir).trials[running.number]
+    trials = load_study(workdir).trials
+    trial = trials[running.number]
     assert trial.state == TrialState.FAIL
-    assert "SIGTERM" in trial.user_attrs["reason"]
+    assert trial.user_attrs["reason"] == f"sweep {said}"
+    assert f"trial {running.number}: enqueued again" in stdout  # preempted or interrupted: it measured nothing
+    assert [t.system_attrs["fixed_params"] for t in trials if t.state == TrialState.WAITING] == [running.params]
     client = MlflowClient(f"sqlite:///{workdir}/mlflow.db")
     assert client.get_run(trial.user_attrs["mlflow_run_id"]).info.status == "FAILED"
     assert client.get_run(trial.user_attrs["mlflow_parent_run_id"]).info.status == "KILLED"
