@@ -137,7 +137,7 @@ def redact_file(path: Path) -> None:
 class RedactSavedConfigs(Callback):
     """Hydra saves each job's config and overrides (and the sweep's
     multirun.yaml) verbatim. The sweeper keeps its storage password out of
-    them (search/study.py, keep_out_of_job_configs); this rewrites what any
+    them (keep_out_of_job_configs, above); this rewrites what any
     other URL with a password left in those files as each job ends."""
 
     def on_job_start(self, config: DictConfig, **kwargs: object) -> None:
