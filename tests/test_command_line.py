@@ -39,6 +39,7 @@ BAD = {
     "hydra.sweeper.nightly.min_drop": [1, -0.5],
     "hydra.sweeper.nightly.max_wall_s": [0, "inf"],
     "trial.timeout_s": [-5, 0, "abc", "inf"],
+    "trial.compile_timeout_s": [-1, "abc"],
     "trial.max_memory_bytes": [0, 4e9, "4GB"],
     "trial.optuna_trial_number": [-1],
 }
