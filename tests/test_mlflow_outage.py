@@ -151,3 +151,48 @@ def test_an_outage_that_outlasts_the_sweep_is_repaired_by_the_next_start(workdir
         assert run.data.params["batch_size"] in ("64", "128") and run.data.tags["search.outcome"] == "ok"
     parents = [r for r in runs if r.data.tags.get("search.role") == "sweep"]
     assert len(parents) == 3 and all(r.info.status == "FINISHED" for r in parents)
+
+
+def test_two_workers_repairing_one_dead_sweep_at_once_write_each_run_once(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The repair itself, in two threads started together on a real MLflow store and a real study: one
+    replays the dead sweep's file, the other waits for the lock, finds the sweep run closed and moves on."""
+    import socket
+    import threading
+
+    from search import mlflow_repair, tracking
+    from search.recovery import WORKER_ATTR
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path}/mlflow.db")
+    client = MlflowClient()
+    study = optuna.create_study(study_name="digits", directions=["maximize"])
+    sweep_dir = tmp_path / "multirun" / "old"
+    sweep_dir.mkdir(parents=True)
+    sweep = tracking.start_sweep("digits", "digits", {"n_trials": 6}, {}, sweep_dir=sweep_dir)
+    client.set_tag(sweep.parent_run_id, WORKER_ATTR, f"{socket.gethostname()}:999999999:0.00")  # gone
+    for number in range(6):
+        trial = study.ask()
+        study.tell(trial, [float(number)])
+        record = tracking.TrialRecord(number, {"batch_size": 64}, ended=True, outcome="ok",
+                                      metrics={"throughput_samples_per_s": 100.0 + number})
+        sweep.pending[number] = record
+    sweep.parent_status = "FINISHED"
+    tracking.save_unlogged(sweep, sweep_dir / tracking.UNLOGGED_FILE)
+
+    barrier, lines = threading.Barrier(2), []
+
+    def worker() -> None:
+        barrier.wait()
+        lines.extend(mlflow_repair.repair("digits", study))
+
+    threads = [threading.Thread(target=worker) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    assert len(lines) == 1 and "closed as FINISHED" in lines[0], lines
+    runs = client.search_runs([sweep.experiment_id], "tags.`search.role` = 'trial'", max_results=100)
+    assert sorted(int(r.data.tags["search.trial_number"]) for r in runs) == list(range(6))
+    assert all(r.info.status == "FINISHED" and r.data.metrics["throughput_samples_per_s"] >= 100 for r in runs)
+    assert client.get_run(sweep.parent_run_id).info.status == "FINISHED"
+    assert mlflow_repair.repair("digits", study) == []  # nothing left: a third start changes nothing
