@@ -49,10 +49,6 @@ def install(bound_s: float = CLEANUP_BOUND_S) -> None:
     threading.Thread(target=_watchdog, args=(bound_s,), name="search-interrupt-watchdog", daemon=True).start()
 
 
-def first_signal() -> int | None:
-    return _first
-
-
 def ignored() -> list[int]:
     """Signals that arrived after the first one (they did not cut the cleanup short)."""
     return list(_ignored)
