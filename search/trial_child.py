@@ -52,7 +52,10 @@ def main(cfg: dict, result_path: str, sweep_pid: int, report: object = None,
     `visible_devices`: the GPUs of this trial's device slots (CUDA_VISIBLE_DEVICES);
     `compile_clock_dir`: where torch.compile's time so far is written for the sweep
     (objectives/compile_clock.py; DDP ranks inherit the variable)."""
-    if visible_devices is not None:  # before anything touches CUDA
+    # Before anything touches CUDA: the slots' ordinals are NVML's, which count GPUs in PCI bus order
+    # (search/nvml.py). Set here, not only inherited: a forkserver started by another caller lacks it.
+    os.environ["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
+    if visible_devices is not None:
         os.environ["CUDA_VISIBLE_DEVICES"] = visible_devices
     if compile_clock_dir is not None:
         from objectives.compile_clock import ENV

@@ -48,6 +48,8 @@ def test_fingerprint_reads_gpu_facts_through_nvml(monkeypatch):
         def nvmlDeviceGetCount(self): return 2
         def nvmlDeviceGetHandleByIndex(self, i): return SimpleNamespace(index=i)
         def nvmlDeviceGetName(self, h): return "NVIDIA H100 80GB HBM3"
+        def nvmlDeviceGetUUID(self, h): return f"GPU-{h.index:08d}-0000-0000-0000-000000000000"
+        def nvmlDeviceGetPciInfo(self, h): return SimpleNamespace(domain=0, bus=h.index, device=0)
         def nvmlSystemGetDriverVersion(self): return "570.86.15"
 
     monkeypatch.setattr(nvml, "_nvml", FakeNvml())
