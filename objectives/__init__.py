@@ -31,7 +31,7 @@ Every knob and the flag that controls it:
   their wall-clock intervals, evaluation pauses left out, are the result's
   ``timed_windows_unix_s``, over which the sweep integrates GPU energy
 - time to accuracy (``train.target_val_accuracy``, ``train.eval_every_samples``)
-- early stopping (objectives/early_stop.py): a throughput probe against
+- early stopping (objectives/in_trial_stopping.py): a throughput probe against
   ``train.stop_below_samples_per_s`` after ``train.probe_steps``, and the
   learning curve handed to ``run_trial(cfg, report)``'s ``report(step,
   value) -> should_stop``; a stopped trial's outcome is ``stopped_early``

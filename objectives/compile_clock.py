@@ -3,7 +3,7 @@
 Compilation is not training: `max-autotune` can compile for many minutes on
 a GPU, and that must not count against the trial's `trial.timeout_s`. The
 sweep gives compile time its own budget (`trial.compile_timeout_s`,
-search/isolate.py), so it must know how long a running trial has compiled.
+search/trial/isolate.py), so it must know how long a running trial has compiled.
 torch.compile runs its registered callbacks at the start and end of every
 compilation (torch._dynamo.callback: a Dynamo frame compile, AOTAutograd's
 lazy backward compile, CUDA graph recording); this module keeps the total

@@ -4,7 +4,7 @@ The sweep optimises and constrains metrics by name; a name no trial will
 ever report (`val_acuracy`, or `val_accuracy` on resnet, which measures no
 accuracy) would make every trial infeasible and burn the whole sweep. With
 the names declared here per configuration, the sweep refuses such a name
-before the first trial. The contract test (tests/test_metric_names.py) runs
+before the first trial. The contract test (tests/search/sweep/test_metric_names.py) runs
 each workload and checks that what it reports is declared.
 
 The user's ``objective.callable`` returns whatever it likes: None here, and

@@ -5,7 +5,7 @@ oom/timeout/crashed outcomes itself, so a trial only ever reports "ok",
 "diverged" or "stopped_early" (early stopping ended it), plus its metrics
 (numbers with units in their names) and info (strings such as the dtype
 actually used), plus the wall-clock intervals of its timed windows for the
-GPU energy integration (search/gpu_energy.py).
+GPU energy integration (search/measure/gpu_energy.py).
 """
 
 from __future__ import annotations

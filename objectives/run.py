@@ -45,7 +45,7 @@ from torch.utils.data import DataLoader
 from objectives import measure
 from objectives.config import CustomConfig, TrialConfig, parse_config
 from objectives.custom import run_callable, warn_not_applied
-from objectives.early_stop import Report, plan_early_stop
+from objectives.in_trial_stopping import Report, plan_early_stop
 from objectives.knobs.batch_size import apply_lr_scaling, global_batch_size, steps_for_budget
 from objectives.knobs.compile import apply_compile, compile_wall_s
 from objectives.knobs.framework import apply_framework, channels_last_skip_reason, check_framework, input_format
@@ -95,7 +95,7 @@ def run_trial(cfg: dict, report: Report | None = None) -> TrialResult:
     """Train the configured workload for its sample budget and measure it.
 
     ``report(step, val_accuracy) -> should_stop``, when given, receives the
-    learning curve (objectives/early_stop.py); a trial it stops, or one whose
+    learning curve (objectives/in_trial_stopping.py); a trial it stops, or one whose
     throughput probe is below ``train.stop_below_samples_per_s``, ends with
     outcome "stopped_early" and the metrics measured so far.
 

@@ -32,7 +32,7 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader
 
 from objectives import measure
-from objectives.early_stop import EarlyStop
+from objectives.in_trial_stopping import EarlyStop
 from objectives.knobs.parallel import global_mean
 from objectives.knobs.precision import PrecisionPlan
 from objectives.sampling import ShardedEpochSampler

@@ -2,6 +2,6 @@
 
 __version__ = "0.1.0"
 
-from search.sweep_dir import register as _register_sweep_id
+from search.sweep.sweep_dir import register as _register_sweep_id
 
-_register_sweep_id()  # conf/ names the sweep directory with it (search/sweep_dir.py)
+_register_sweep_id()  # conf/ names the sweep directory with it (search/sweep/sweep_dir.py)

@@ -51,17 +51,17 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(2)
 
     if command == "doctor":
-        from search.doctor import main as doctor
+        from search.commands.doctor import main as doctor
 
         raise SystemExit(doctor(rest))
     if command == "selftest":
-        from search.selftest import main as selftest
+        from search.commands.selftest import main as selftest
 
         raise SystemExit(selftest(rest))
     if command in ("report", "export"):
         from importlib import import_module
 
-        raise SystemExit(import_module(f"search.{'study_report' if command == 'report' else 'export'}").main(rest))
+        raise SystemExit(import_module(f"search.commands.{command}").main(rest))
     if command == "nightly":
         from search.errors import nightly_status
 
@@ -70,10 +70,10 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def run_hydra(command: str, rest: list[str]) -> None:
-    from search import interrupt
+    from search.sweep import interrupt
     from search.errors import BadInput, Interrupted, exit_bad_input
-    from search.nvml import pin_cuda_device_order
-    from search.precheck import check_command_line
+    from search.measure.nvml import pin_cuda_device_order
+    from search.commands.precheck import check_command_line
 
     try:
         rest = check_command_line(rest)
@@ -83,7 +83,7 @@ def run_hydra(command: str, rest: list[str]) -> None:
 
     import hydra
 
-    from search.app import task
+    from search.trial.app import task
     from search.paths import conf_dir
 
     interrupt.install()  # SIGINT, SIGTERM: one clean, bounded stop, whatever follows

@@ -6,7 +6,7 @@
 | 1 | `selftest`: a knob value the hardware check admits failed (the check is wrong); `doctor`: something a sweep needs is missing |
 | 2 | bad input: nothing was created |
 | 3 | the sweep gave up: too many trials failed (hydra.sweeper.max_failure_rate) |
-| 4 | `nightly`: a regression (search/regression.py says which test) |
+| 4 | `nightly`: a regression (search/nightly/regression.py says which test) |
 | 5 | `nightly`: it could not run (bad input, gave up, no trial ran ok, a crash, interrupted) |
 | 130 | interrupted by Ctrl-C (SIGINT): running trials closed as failed and enqueued again |
 | 143 | terminated by SIGTERM (preempted): as SIGINT |
@@ -29,7 +29,7 @@ class BadInput(ValueError):
 
 
 class Interrupted(BaseException):
-    """SIGINT or SIGTERM, raised where the sweep is (search/interrupt.py) so that
+    """SIGINT or SIGTERM, raised where the sweep is (search/sweep/interrupt.py) so that
     it unwinds: the running trials' process trees are killed, their trials and
     runs closed, their configurations enqueued again."""
 
@@ -41,7 +41,7 @@ class Interrupted(BaseException):
 
 
 def exit_bad_input(err: Exception) -> None:
-    from search.redact import redact  # a rule's line may quote an override that holds a URL
+    from search.tracking.redact import redact  # a rule's line may quote an override that holds a URL
 
     line = redact(" ".join(str(err).split()))
     print(f"search: error: {line}", file=sys.stderr, flush=True)

@@ -12,7 +12,7 @@ from omegaconf import OmegaConf
 
 from objectives import parse_config
 from search.paths import conf_dir
-from search.space import build_space, to_override
+from search.sweep.space import build_space, to_override
 
 from conftest import REPO
 

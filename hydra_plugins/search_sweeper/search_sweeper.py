@@ -43,7 +43,7 @@ _PRUNERS = {
 
 @dataclass
 class NightlyConf:
-    """`python -m search nightly` (conf/nightly.yaml turns it on); see search/nightly.py."""
+    """`python -m search nightly` (conf/nightly.yaml turns it on); see search/nightly/night.py."""
 
     enabled: bool = False
     series: str = "nightly"  # nights with the same series (in the same storage) compare with each other
@@ -108,7 +108,7 @@ for _name, _node in _PRUNERS.items():
 
 class SearchSweeper(Sweeper):
     def __init__(self, **kwargs: Any) -> None:
-        from search.sweeper import SweeperImpl
+        from search.sweep.sweeper import SweeperImpl
 
         self._impl = SweeperImpl(**kwargs)
 

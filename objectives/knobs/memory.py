@@ -9,7 +9,7 @@ caching allocator grow a segment instead of fragmenting (CUDA only).
 
 The allocator reads its settings once, from PYTORCH_CUDA_ALLOC_CONF, when
 CUDA starts; so the trial's process sets the variable before torch touches
-CUDA (search/trial_child.py), and DDP ranks inherit it. Setting it through
+CUDA (search/trial/child.py), and DDP ranks inherit it. Setting it through
 torch.cuda.memory._set_allocator_settings instead is private and deprecated
 (a FutureWarning in torch 2.13).
 """

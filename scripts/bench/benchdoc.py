@@ -10,7 +10,7 @@ DOC = Path(__file__).resolve().parents[2] / "docs" / "BENCHMARKS.md"
 
 
 def machine_line() -> str:
-    from search import fingerprint
+    from search.measure import fingerprint
 
     fp = fingerprint.collect()
     gpu = fp["gpu_name"] if fp["gpu_name"] != "none" else "no GPU"

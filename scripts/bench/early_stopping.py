@@ -62,7 +62,7 @@ def sweep(overrides: list[str], early_stopping: bool) -> dict:
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         study = optuna.load_study(study_name="digits",
                                   storage=JournalStorage(JournalFileBackend(f"{tmp}/optuna.journal")))
-        from search.report import front_trials
+        from search.reports.tables import front_trials
 
         trials = [t for t in study.trials if t.user_attrs.get("outcome") != "skipped"]
         return {

@@ -2,7 +2,7 @@
 trials take.
 
 Runs `python -m search multirun` on the default space (default budget) with
-every call into search.tracking timed (timed_sweep.py): per trial, opening
+every call into search.tracking.mlflow_runs timed (timed_sweep.py): per trial, opening
 its run with the whole flattened config as params and closing it with its
 metrics, tags and outcome; per sweep, importing MLflow, the reachability
 check, the parent run and its end. MLflow stores in a fresh local SQLite

@@ -2,7 +2,7 @@
 search_efficiency.py replays samplers against.
 
 Each configuration runs exactly as a sweep trial runs (composed from conf/,
-in a fresh isolated child via search.isolate.run_isolated), so infeasible
+in a fresh isolated child via search.trial.isolate.run_isolated), so infeasible
 values (more DDP ranks x threads than cores) are recorded as the sweep
 would see them. Rows are appended as they finish, so an interrupted
 measurement resumes where it stopped.
@@ -49,7 +49,7 @@ METRICS = ["throughput_samples_per_s", "val_accuracy", "val_loss", "throughput_c
 
 def grid(space: dict[str, str]) -> list[dict]:
     """Every configuration, in Hydra's BasicSweeper order (the product, last knob fastest)."""
-    from search.space import build_space, grid_values
+    from search.sweep.space import build_space, grid_values
 
     values = grid_values(build_space(space, []).distributions)
     keys = list(space)
@@ -60,8 +60,8 @@ def measure(space: dict[str, str], overrides: list[str], table: Path, passes: in
     import psutil
     from repeatability import compose
 
-    from search.isolate import run_isolated
-    from search.space import to_override
+    from search.trial.isolate import run_isolated
+    from search.sweep.space import to_override
 
     keys = list(space)
     done = read_table(table) if table.exists() else []

@@ -63,7 +63,7 @@ def wait_until_quiet(max_wait_s: float, quiet_cores: float = 0.3) -> float:
 def measure_once(cfg: dict, number: int, max_wait_s: float) -> dict:
     import psutil
 
-    from search.isolate import run_isolated
+    from search.trial.isolate import run_isolated
 
     busy_before = wait_until_quiet(max_wait_s) if max_wait_s > 0 else busy_cores(0.5)
     psutil.cpu_percent(None)
@@ -110,7 +110,7 @@ def _cv(values: list[float]) -> float:
 
 
 def render(command: str, overrides: list[str], rows: list[dict], s: dict, device: str, note: str) -> str:
-    from search import fingerprint
+    from search.measure import fingerprint
 
     fp = fingerprint.collect()
     machine = fp["gpu_name"] if device == "gpu" else f"{fp['cpu_model']}, {fp['cpu_count']} logical cores"
@@ -169,7 +169,7 @@ def main(argv: list[str]) -> int:
               f"{broken[0]['outcome']}: {broken[0]['reason']}", file=sys.stderr)
         return 1
     s = summary(rows)
-    from search import gpu_telemetry
+    from search.measure import gpu_telemetry
 
     device = "cpu" if gpu_telemetry.notice() else "gpu"
     print(f"median {s['median']:.1f} samples/s, CV across runs {s['cv']:.2%} (goal <= {GOAL_CV[device]:.0%} on "

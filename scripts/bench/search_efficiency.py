@@ -3,7 +3,7 @@ measured once on this machine (measure_grid.py), replayed offline.
 
 Every strategy runs through the sweeper's own pieces: the sampler built by
 search.study.make_sampler from the same config node `hydra/sweeper/sampler`
-selects, search.no_repeat.ask_unseen (a repeat is skipped and an unseen
+selects, search.sweep.no_repeat.ask_unseen (a repeat is skipped and an unseen
 configuration runs instead; a skipped repeat costs no trial), and
 search.outcome.score/tell (infeasible configurations are told the way a
 sweep tells them). A trial's result is looked up in the table instead of
@@ -172,11 +172,11 @@ def replay(table: Table, name: str, seed: int, floor: float, target: float, min_
 
     import optuna
 
-    from search.no_repeat import ask_unseen
-    from search.outcome import score, tell
-    from search.space import build_space
-    from search.constraints import parse_constraints
-    from search.study import make_sampler
+    from search.sweep.no_repeat import ask_unseen
+    from search.sweep.outcome import score, tell
+    from search.sweep.space import build_space
+    from search.sweep.constraints import parse_constraints
+    from search.sweep.study import make_sampler
 
     dists = build_space(table.space, []).distributions
     study = optuna.create_study(directions=DIRECTIONS, sampler=make_sampler(sampler_node(name), seed, dists))

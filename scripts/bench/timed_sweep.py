@@ -1,7 +1,7 @@
 """A real sweep (`python -m search multirun ...`) with every call into
-search.tracking timed: the MLflow cost of a sweep, measured where it is paid.
+search.tracking.mlflow_runs timed: the MLflow cost of a sweep, measured where it is paid.
 
-The wrapper replaces each public function of search.tracking with a timer
+The wrapper replaces each public function of search.tracking.mlflow_runs with a timer
 around the same function before the sweep starts (the sweeper calls them as
 `tracking.<name>`), so the sweep runs unchanged. The timings, the sweep's
 wall time and every trial's figures (read back from the Optuna journal) come
@@ -69,7 +69,7 @@ def main(out: str, argv: list[str]) -> None:
     import mlflow  # noqa: F401 - the import is part of what tracking costs
 
     timings = {"import_mlflow_s": time.perf_counter() - t0, "calls": []}
-    from search import tracking
+    from search.tracking import mlflow_runs as tracking
 
     for name in TIMED:
         setattr(tracking, name, _timed(name, getattr(tracking, name), timings["calls"]))

@@ -1,0 +1,1 @@
+"""The commands: `python -m search <command>` (doctor, selftest, report, export) and the command-line checks."""

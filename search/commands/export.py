@@ -1,0 +1,87 @@
+"""`python -m search export`: the configuration chosen by a rule, as a YAML
+file of Hydra overrides with the hardware fingerprint it was measured on.
+
+The rule is a metric to maximize or minimize and constraints on the others,
+e.g. the fastest with `val_accuracy >= 0.97`:
+
+    python -m search export --best throughput_samples_per_s --where 'val_accuracy >= 0.97'
+
+A configuration's figures are medians over its trials (search/reports/choose.py).
+The file's `overrides` reproduce it: `python -m search run <overrides>`
+(the command is printed), or any Hydra app with the same config keys.
+"""
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from pathlib import Path
+
+import optuna
+import yaml
+
+from search.measure import fingerprint
+from search.reports.choose import best, candidates
+from search.sweep.constraints import parse_constraints
+from search.errors import BadInput, exit_bad_input
+from search.sweep.space import to_override
+from search.commands.report import add_study_arguments, objective_names, open_study
+
+OVERRIDES = "overrides"  # trial attribute: the Hydra overrides the sweeper launched the trial with
+
+
+def job_overrides(trial: optuna.trial.FrozenTrial) -> list[str]:
+    """The trial's overrides without the sweeper's own (hydra.*) settings."""
+    lines = trial.user_attrs.get(OVERRIDES) or [to_override(k, v) for k, v in trial.params.items()]
+    return [line for line in lines if not line.lstrip("+~").startswith("hydra.")]
+
+
+def choose(study: optuna.Study, metric: str | None, direction: str | None, where: list[str]) -> dict:
+    names = objective_names(study)
+    metric = metric or names[0]
+    if direction is None and metric not in names:
+        raise BadInput(f"--direction is needed for a metric that is not one of the study's objectives {names}; "
+                       f"got --best {metric}; fix: --best {metric} --direction minimize (or maximize)")
+    direction = direction or study.directions[names.index(metric)].name.lower()
+    rules = parse_constraints(where)
+    chosen = best(candidates(study.get_trials(deepcopy=False)), metric, direction == "maximize", rules)
+    rule = f"{direction} {metric}" + (f" where {' and '.join(map(str, rules))}" if rules else "")
+    if chosen is None:
+        raise BadInput(f"the export rule must match a configuration that ran ok and is feasible; got '{rule}' on "
+                       f"study {study.study_name!r}, which has none that does; fix: relax --where or run more trials")
+    newest = max(chosen.trials, key=lambda t: t.number)
+    return {
+        "study": study.study_name,
+        "rule": f"{rule} (medians over each configuration's trials)",
+        "trials": [t.number for t in chosen.trials],
+        "metrics": {k: float(v) for k, v in chosen.metrics.items()},
+        "overrides": job_overrides(newest),
+        "fingerprint": fingerprint.from_tags(study.user_attrs),
+    }
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m search export", description=__doc__.split("\n\n")[0])
+    add_study_arguments(parser)
+    parser.add_argument("--best", default=None, help="metric to optimise (default: the study's first objective)")
+    parser.add_argument("--direction", choices=("maximize", "minimize"), default=None,
+                        help="default: the study's direction for that objective (needed for other metrics)")
+    parser.add_argument("--where", action="append", default=[], help="a constraint, e.g. 'val_accuracy >= 0.97'")
+    parser.add_argument("--out", type=Path, default=None, help="YAML file (default best-<study>.yaml)")
+    args = parser.parse_args(argv)
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    try:
+        study = open_study(args.storage, args.study_name)
+        chosen = choose(study, args.best, args.direction, args.where)
+    except BadInput as err:
+        exit_bad_input(err)
+    out = args.out or Path(f"best-{study.study_name}.yaml")
+    header = "# Written by `python -m search export`. Reproduce: python -m search run <the overrides below>\n"
+    out.write_text(header + yaml.safe_dump(chosen, sort_keys=False))
+    print(f"exported {chosen['rule']}: trials {chosen['trials']} to {out}")
+    print("python -m search run " + " ".join(shlex.quote(o) for o in chosen["overrides"]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,68 @@
+"""Bad command lines fail before Hydra starts: one line, exit status 2.
+
+Hydra would report a malformed override or a missing config option with a
+traceback hint and exit status 1; composing the fixed (non-sweep) overrides
+here first turns those into the same one-line rule/value/fix as every other
+bad input. The numeric settings (search/sweep/settings.py) are checked on the
+values as typed, and the trial's again as composed.
+
+`hydra.sweeper.params.batch_size=choice(32,64)`, the form users of the old
+Optuna sweeper plugin write, is a sweep over Hydra's own config, which Hydra
+refuses. That plugin read its params as text (one `key=value` line each),
+so the sweep is handed on as the quoted text it stands for, the form Hydra
+accepts and the plugin's users quoted by hand: every form then gives the
+same space as `batch_size=choice(32,64)`.
+"""
+from __future__ import annotations
+
+import re
+
+from hydra import compose, initialize_config_dir
+from hydra._internal.utils import get_args_parser
+from omegaconf import OmegaConf
+
+from search.errors import BadInput
+from search.measure.hardware import check_memory_cap
+from search.paths import conf_dir
+from search.sweep.settings import check_overrides, check_section
+from search.sweep.space import parse_overrides
+
+PARAMS_PREFIX = "hydra.sweeper.params."
+
+
+def check_command_line(args: list[str]) -> list[str]:
+    """The arguments to hand Hydra: `args`, with sweeps under hydra.sweeper.params quoted."""
+    parsed_args = get_args_parser().parse_args(args)
+    overrides = parse_overrides(parsed_args.overrides)
+    quoted = {o.input_line: quote_params_sweep(o.input_line) for o in overrides
+              if o.is_sweep_override() and o.key_or_group.startswith(PARAMS_PREFIX)}
+    for o in overrides:
+        if o.is_sweep_override() and o.is_hydra_override() and o.input_line not in quoted:
+            raise BadInput(f"only knobs and hydra.sweeper.params entries can be swept, a hydra setting takes one "
+                           f"value; got {o.input_line}; fix: give {o.key_or_group} one value")
+    check_overrides(overrides)
+    args = [quoted.get(a, a) for a in args]
+    if parsed_args.config_dir or parsed_args.config_path or parsed_args.config_name:
+        return args  # another config tree: Hydra itself reports on it
+    fixed = [o.input_line for o in overrides if not o.is_sweep_override()] + list(quoted.values())
+    try:
+        with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
+            cfg = compose("config", overrides=fixed, return_hydra_config=True)
+    except Exception as err:  # Hydra's composition errors have no common base worth naming
+        first = " ".join(str(err).strip().splitlines()[0].split()) if str(err).strip() else type(err).__name__
+        raise BadInput(f"overrides must name existing config groups, options and keys; {first}; "
+                       f"fix: see conf/ for the names (python -m search multirun --info defaults)") from None
+    check_section("trial", OmegaConf.to_container(cfg.trial, resolve=True) if "trial" in cfg else None)
+    if "trial" in cfg and cfg.trial.get("max_memory_bytes") is not None:
+        from search.commands.doctor import gpus
+
+        check_memory_cap(cfg.trial.max_memory_bytes, gpus().count)
+    return args
+
+
+def quote_params_sweep(line: str) -> str:
+    """`[+]hydra.sweeper.params.k=<sweep>` -> the same entry with the sweep's text as a quoted string,
+    added or replaced (`++`) as `k=<sweep>` would be, whether the space's params have `k` or not."""
+    key, _, text = line.partition("=")
+    body = re.sub(r"(\\+)(?='|$)", lambda m: m.group(1) * 2, text.strip())  # backslashes before a quote
+    return "++" + key.lstrip("+") + "='" + body.replace("'", "\\'") + "'"  # ++: set, whether in params or not

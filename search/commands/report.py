@@ -1,0 +1,85 @@
+"""`python -m search report`: a study's Pareto front in the terminal, and its
+plots (search/reports/plots.py) on disk and on the sweep's MLflow parent run.
+
+Every multirun ends with the same report, written to `<sweep dir>/report/`.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import optuna
+
+from search.tracking import mlflow_runs as tracking
+from search.errors import BadInput, exit_bad_input
+from search.reports.plots import write_plots
+from search.reports.tables import print_front
+from search.sweep.study import open_storage
+
+OBJECTIVES = "search.objectives"  # study attribute: the metric names of the study's values
+
+
+def objective_names(study: optuna.Study) -> list[str]:
+    names = study.user_attrs.get(OBJECTIVES)
+    return list(names) if names and len(names) == len(study.directions) else [
+        f"value_{i}" for i in range(len(study.directions))]
+
+
+def parent_run_id(study: optuna.Study) -> str | None:
+    """The MLflow parent run of the study's latest sweep."""
+    for trial in reversed(study.get_trials(deepcopy=False)):
+        if trial.user_attrs.get("mlflow_parent_run_id"):
+            return trial.user_attrs["mlflow_parent_run_id"]
+    return None
+
+
+def write_report(study: optuna.Study, out_dir: Path, run_id: str | None) -> list[Path]:
+    """Plots to out_dir and to the MLflow run; returns the files written."""
+    plots = write_plots(study, objective_names(study), out_dir)
+    for why in plots.skipped:
+        print(f"report: no plot of {why}", flush=True)
+    if plots.files:
+        print(f"report: {len(plots.files)} files in {out_dir}", flush=True)
+        problem = tracking.log_report(run_id, plots.files)
+        if problem:
+            print(f"warning: the report is not in MLflow ({problem}); it is on disk", flush=True)
+    return plots.files
+
+
+def open_study(storage: str | None, study_name: str | None) -> optuna.Study:
+    """The named study, or the only one in the storage; bad input otherwise."""
+    opened = open_storage(storage)
+    names = [s.study_name for s in opened.get_all_studies()]
+    if study_name is None and len(names) == 1:
+        study_name = names[0]
+    if study_name not in names:
+        raise BadInput(f"--study-name must name a study in the storage; got {study_name!r}, the storage holds "
+                       f"{names or 'no studies'}; fix: --study-name {names[0] if names else 'NAME'}")
+    return optuna.load_study(study_name=study_name, storage=opened)
+
+
+def add_study_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--storage", default=None,
+                        help="journal file or SQLAlchemy URL, as hydra.sweeper.storage (default ./optuna.journal)")
+    parser.add_argument("--study-name", default=None, help="default: the only study in the storage")
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m search report", description=__doc__.split("\n\n")[0])
+    add_study_arguments(parser)
+    parser.add_argument("--out", type=Path, default=None, help="directory for the plots (default report-<study>)")
+    args = parser.parse_args(argv)
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    tracking.configure_client()
+    try:
+        study = open_study(args.storage, args.study_name)
+    except BadInput as err:
+        exit_bad_input(err)
+    print_front(study, objective_names(study))
+    files = write_report(study, args.out or Path(f"report-{study.study_name}"), parent_run_id(study))
+    return 0 if files else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,1 @@
+"""What a trial is measured with: hardware facts, fingerprint, NVML, CPU/GPU telemetry, MFU."""

@@ -1,0 +1,98 @@
+"""The morning report of a nightly sweep, as Markdown and HTML: tonight's
+best, its change versus last night and versus the best ever, software and
+hardware changes since last night, and the regression verdict."""
+from __future__ import annotations
+
+import html
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from markdown_it import MarkdownIt
+
+from search.reports.choose import Candidate
+from search.nightly.regression import Verdict
+
+
+@dataclass
+class Summary:
+    study_name: str
+    metric: str
+    tonight: Candidate | None
+    objectives: list[str]
+    incumbent: Candidate | None = None
+    incumbent_night: str | None = None
+    incumbent_tonight: Candidate | None = None
+    verdict: Verdict | None = None
+    last_night: str | None = None
+    last_best: Candidate | None = None
+    best_ever: Candidate | None = None
+    best_ever_night: str | None = None
+    changes: list[str] = field(default_factory=list)
+
+    @property
+    def regressed(self) -> bool:
+        return bool(self.verdict and self.verdict.regressed)
+
+
+def _fmt(v: float) -> str:
+    return "n/a" if v is None or not math.isfinite(v) else f"{v:,.4g}" if abs(v) < 1e4 else f"{v:,.0f}"
+
+
+def _config(c: Candidate) -> str:
+    return ", ".join(f"`{k}={v}`" for k, v in sorted(c.params.items()))
+
+
+def _vs(s: Summary, other: Candidate | None, night: str | None, what: str) -> str:
+    if s.tonight is None or other is None:
+        return f"- versus {what}: no earlier result on this hardware"
+    now, before = s.tonight.metrics[s.metric], other.metrics[s.metric]
+    return f"- versus {what} ({night}): {_fmt(before)} -> {_fmt(now)} ({now / before - 1:+.1%})"
+
+
+def markdown(s: Summary, status: str) -> str:
+    lines = [f"# Nightly {s.study_name}: {status.upper()}", ""]
+    lines += ["## Tonight's best", ""]
+    if s.tonight is None:
+        lines += ["No trial ran `ok` tonight: see the sweep's log and the trials' outcomes in MLflow.", ""]
+    else:
+        shown = [s.metric, *[o for o in s.objectives if o != s.metric]]
+        lines += [f"- configuration: {_config(s.tonight)}",
+                  *[f"- {m}: {_fmt(s.tonight.metrics.get(m, math.nan))} (median of {len(s.tonight.trials)})"
+                    for m in shown],
+                  _vs(s, s.last_best, s.last_night, "last night's best"),
+                  _vs(s, s.best_ever, s.best_ever_night, "the best ever"), ""]
+    lines += ["## Regressions", ""]
+    if s.verdict is None:
+        lines += ["None tested: no earlier night on this hardware.", ""]
+    else:
+        before = ", ".join(_fmt(v) for v in s.incumbent.values(s.metric))
+        now = ", ".join(_fmt(v) for v in s.incumbent_tonight.values(s.metric)) if s.incumbent_tonight else "none"
+        head = "**REGRESSION**" if s.verdict.regressed else "No regression"
+        lines += [f"{head}: last night's best ({s.incumbent_night}: {_config(s.incumbent)}) measured again.", "",
+                  f"- {s.metric} before: {before}", f"- {s.metric} tonight: {now}", f"- {s.verdict.why}", ""]
+    lines += ["## Software and hardware changes since last night", ""]
+    if s.last_night is None:
+        lines += ["First night of this series.", ""]
+    else:
+        lines += [f"- {c}" for c in s.changes] or [f"None (same as {s.last_night})."]
+        lines += [""]
+    return "\n".join(lines)
+
+
+def write(s: Summary, status: str, out_dir: Path, plot_files: list[Path]) -> list[Path]:
+    """nightly.md and nightly.html in out_dir, the plots linked from both."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    text = markdown(s, status)
+    pngs = [p for p in plot_files if p.suffix == ".png"]
+    pages = [p for p in plot_files if p.suffix == ".html"]
+    if plot_files:
+        text += "\n## Plots\n\n" + "".join(f"![{p.stem}]({p.name})\n\n" for p in pngs)
+        text += "".join(f"Interactive: [{p.name}]({p.name})\n" for p in pages)
+    md, page = out_dir / "nightly.md", out_dir / "nightly.html"
+    md.write_text(text)
+    body = MarkdownIt("commonmark").enable("table").render(text)
+    page.write_text(f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(s.study_name)}</title>"
+                    f"<style>body{{font-family:sans-serif;max-width:60em;margin:auto}}img{{max-width:100%}}"
+                    f"</style></head><body>{body}</body></html>")
+    return [md, page]

@@ -1,0 +1,161 @@
+"""`python -m search nightly`: one study per night, compared with earlier nights.
+
+Before the search: the best configuration of the last night on the same
+hardware (the incumbent) is enqueued `repeats` times, so it is measured
+again under tonight's software, and the best other configurations of
+earlier nights (`warm_start`) once each; the sampler then proposes
+`n_trials` new ones. After it: tonight's best is measured until it has
+`repeats` measurements tonight, so tomorrow has repeats to compare against.
+Then the incumbent's repeats are tested against its measurements of that
+earlier night (search/nightly/regression.py) and the report is written
+(search/nightly/morning_report.py).
+
+Nights belong together by `hydra.sweeper.nightly.series`, stored as a study
+attribute, and are ordered by the time they started; hardware means the
+fingerprint's GPU and CPU fields (not the host name, so identical machines
+compare), and software changes are what the report explains.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+import optuna
+from optuna.distributions import BaseDistribution
+
+from search.measure import fingerprint
+from search.tracking import mlflow_runs as tracking
+from search.reports.choose import Candidate, best, candidates, key, ranked
+from search.errors import EXIT_NIGHTLY_FAILED, EXIT_REGRESSION
+from search.nightly.regression import compare
+
+SERIES = "search.nightly.series"
+STARTED = "search.nightly.started_at"
+VERDICT = "search.nightly.verdict"
+ROLE = "search.nightly.role"  # on a trial: incumbent | warm_start | top_up (and an MLflow tag)
+HARDWARE_KEYS = ("gpu_name", "gpu_count", "cpu_model", "cpu_count")
+
+
+@dataclass
+class Night:
+    cfg: Mapping[str, Any]
+    study: optuna.Study
+    earlier: list[optuna.Study] = field(default_factory=list)  # same series, newest first
+    incumbent: Candidate | None = None  # last night's best on this hardware
+    incumbent_night: str | None = None
+    enqueued: int = 0
+
+
+def hardware(study: optuna.Study) -> dict[str, str]:
+    fp = fingerprint.from_tags(study.user_attrs)
+    return {k: fp.get(k, "") for k in HARDWARE_KEYS}
+
+
+def _earlier_nights(storage: Any, series: str, tonight: str) -> list[optuna.Study]:
+    found = [s for s in storage.get_all_studies()
+             if s.user_attrs.get(SERIES) == series and s.study_name != tonight and STARTED in s.user_attrs]
+    found.sort(key=lambda s: s.user_attrs[STARTED], reverse=True)
+    return [optuna.load_study(study_name=s.study_name, storage=storage) for s in found]
+
+
+def _fits(params: Mapping[str, Any], distributions: Mapping[str, BaseDistribution]) -> bool:
+    """Every knob value is in tonight's space (a knob the space gained is sampled)."""
+    for name, value in params.items():
+        dist = distributions.get(name)
+        try:
+            if dist is None or not dist._contains(dist.to_internal_repr(value)):
+                return False
+        except (ValueError, TypeError):
+            return False
+    return True
+
+
+def _enqueue(study: optuna.Study, params: Mapping[str, Any], role: str, times: int) -> int:
+    for _ in range(times):
+        study.enqueue_trial(dict(params), user_attrs={ROLE: role}, skip_if_exists=False)
+    return times
+
+
+def start(cfg: Mapping[str, Any], study: optuna.Study, storage: Any,
+          distributions: Mapping[str, BaseDistribution]) -> Night:
+    """Tag tonight's study and enqueue the incumbent's repeats and the warm-start configurations."""
+    study.set_user_attr(SERIES, cfg["series"])
+    if STARTED not in study.user_attrs:  # a resumed night keeps its place in the series
+        study.set_user_attr(STARTED, time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+    night = Night(cfg, study, _earlier_nights(storage, cfg["series"], study.study_name))
+    metric, here = cfg["metric"], hardware(study)
+    for past in night.earlier:
+        if hardware(past) == here and (found := best(candidates(past.get_trials(deepcopy=False)), metric)):
+            night.incumbent, night.incumbent_night = found, past.study_name
+            break
+    if night.incumbent is not None and _fits(night.incumbent.params, distributions):
+        night.enqueued += _enqueue(study, night.incumbent.params, "incumbent", int(cfg["repeats"]))
+    pool: dict[tuple, Candidate] = {}
+    for past in night.earlier:
+        for cand in candidates(past.get_trials(deepcopy=False)):
+            if metric in cand.metrics and (key(cand.params) not in pool
+                                           or cand.metrics[metric] > pool[key(cand.params)].metrics[metric]):
+                pool[key(cand.params)] = cand
+    skip = key(night.incumbent.params) if night.incumbent else None
+    warm = [c for c in ranked(list(pool.values()), metric)
+            if key(c.params) != skip and _fits(c.params, distributions)][:int(cfg["warm_start"])]
+    for cand in warm:
+        night.enqueued += _enqueue(study, cand.params, "warm_start", 1)
+    inc = f"incumbent from {night.incumbent_night} x{cfg['repeats']}" if night.incumbent else "no earlier night"
+    print(f"nightly: {len(night.earlier)} earlier nights in series {cfg['series']!r}; {inc}; "
+          f"{len(warm)} warm-start configurations enqueued", flush=True)
+    return night
+
+
+def run_tags(night: Night) -> dict[str, str]:
+    """Tags of the nightly's MLflow parent run, for filtering (`tags.search.nightly = 'true'`)."""
+    return {"search.nightly": "true", SERIES: str(night.cfg["series"]),
+            "search.nightly.incumbent_from": night.incumbent_night or "none"}
+
+
+def top_up(night: Night) -> int:
+    """Enqueue more measurements of tonight's best until it has `repeats` of them."""
+    tonight = best(candidates(night.study.get_trials(deepcopy=False)), night.cfg["metric"])
+    if tonight is None:
+        return 0
+    return _enqueue(night.study, tonight.params, "top_up", max(0, int(night.cfg["repeats"]) - len(tonight.trials)))
+
+
+def finish(night: Night, objectives: list[str], out_dir: Path, parent_run_id: str | None,
+           plot_files: list[Path]) -> int:
+    """Test the incumbent, write and log the report; the exit status."""
+    from search.nightly.morning_report import Summary, write
+
+    metric, cfg = night.cfg["metric"], night.cfg
+    tonight = candidates(night.study.get_trials(deepcopy=False))
+    summary = Summary(night.study.study_name, metric, best(tonight, metric), objectives)
+    if night.incumbent is not None:
+        now = next((c for c in tonight if key(c.params) == key(night.incumbent.params)), None)
+        summary.incumbent = night.incumbent
+        summary.incumbent_night = night.incumbent_night
+        summary.verdict = compare(now.values(metric) if now else [], night.incumbent.values(metric),
+                                  float(cfg["alpha"]), float(cfg["min_drop"]))
+        summary.incumbent_tonight = now
+    if night.earlier:
+        last = night.earlier[0]
+        summary.last_night = last.study_name
+        summary.last_best = best(candidates(last.get_trials(deepcopy=False)), metric)
+        summary.changes = fingerprint.diff(fingerprint.from_tags(last.user_attrs),
+                                           fingerprint.from_tags(night.study.user_attrs), ignore_host=False)
+    here = hardware(night.study)
+    for past in night.earlier:
+        found = best(candidates(past.get_trials(deepcopy=False)), metric) if hardware(past) == here else None
+        if found and (summary.best_ever is None or found.metrics[metric] > summary.best_ever.metrics[metric]):
+            summary.best_ever, summary.best_ever_night = found, past.study_name
+    status = "failed" if summary.tonight is None else "regression" if summary.regressed else "ok"
+    night.study.set_user_attr(VERDICT, status)
+    files = write(summary, status, out_dir, plot_files)
+    print(f"nightly: {status}; report: {files[0]} and {files[1]}", flush=True)
+    problem = tracking.log_report(parent_run_id, files, tags={
+        **run_tags(night), VERDICT: status,
+        "search.nightly.regression": str(status == "regression").lower()})
+    if problem:
+        print(f"warning: the nightly report is not in MLflow ({problem}); it is on disk", flush=True)
+    return {"ok": 0, "regression": EXIT_REGRESSION, "failed": EXIT_NIGHTLY_FAILED}[status]

@@ -1,0 +1,89 @@
+"""The plots of a study, made by Optuna's own visualization module: each as
+a PNG (optuna.visualization.matplotlib, no browser needed) and all of them
+in one interactive HTML page (optuna.visualization, plotly, with plotly.js
+inlined once so the page works offline).
+
+Plotted: the Pareto front (throughput vs. accuracy), and per objective the
+parameter importances, the optimisation history and the knob-by-knob effect
+(slice plot). Only trials that ran `ok` and are feasible are drawn: the
+placeholder values Optuna holds for out-of-memory or infeasible trials
+would otherwise squash every axis.
+"""
+from __future__ import annotations
+
+import html
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import optuna
+
+from search.reports.choose import measured_ok
+
+
+@dataclass
+class Plots:
+    files: list[Path] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)  # "importances of val_accuracy: <why>"
+
+
+def _measured(study: optuna.Study) -> optuna.Study:
+    """An in-memory copy holding only the trials worth drawing."""
+    copy = optuna.create_study(directions=study.directions, study_name=study.study_name)
+    copy.add_trials([t for t in study.get_trials(deepcopy=False) if measured_ok(t)])
+    return copy
+
+
+def _figures(study: optuna.Study, objectives: Sequence[str]) -> list[tuple[str, str, Callable[[Any], Any]]]:
+    """(file stem, title, make(module)) where module is optuna.visualization or its matplotlib twin."""
+    out: list[tuple[str, str, Callable[[Any], Any]]] = []
+    if len(study.directions) > 1:
+        out.append(("pareto_front", "Pareto front", lambda v: v.plot_pareto_front(study, target_names=list(objectives))))
+    for i, name in enumerate(objectives):
+        target = (lambda t, i=i: t.values[i]) if len(study.directions) > 1 else None
+        kw = {"target": target, "target_name": name}
+        out += [
+            (f"importances_{name}", f"Knob importances for {name}", lambda v, kw=kw: v.plot_param_importances(study, **kw)),
+            (f"history_{name}", f"Optimisation history of {name}", lambda v, kw=kw: v.plot_optimization_history(study, **kw)),
+            (f"knob_effect_{name}", f"Knob-by-knob effect on {name}", lambda v, kw=kw: v.plot_slice(study, **kw)),
+        ]
+    return out
+
+
+def write_plots(study: optuna.Study, objectives: Sequence[str], out_dir: Path) -> Plots:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import optuna.visualization as interactive
+    import optuna.visualization.matplotlib as static
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    measured = _measured(study)
+    plots = Plots()
+    sections: list[str] = []
+    if len(measured.trials) < 2:
+        plots.skipped.append(f"all plots: {len(measured.trials)} trials ran ok, plots need 2")
+        return plots
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # Optuna marks its matplotlib plots experimental
+        for stem, title, make in _figures(measured, objectives):
+            try:
+                figure = make(interactive)
+                axes = make(static)
+            except Exception as err:  # e.g. importances need two distinct values of some knob
+                plots.skipped.append(f"{title}: {' '.join(str(err).split())[:160]}")
+                continue
+            first = axes.flat[0] if hasattr(axes, "flat") else axes
+            first.figure.savefig(out_dir / f"{stem}.png", dpi=100, bbox_inches="tight")
+            plt.close(first.figure)
+            plots.files.append(out_dir / f"{stem}.png")
+            figure.update_layout(title=title)
+            sections.append(figure.to_html(full_html=False, include_plotlyjs=not sections))
+    page = out_dir / "plots.html"
+    page.write_text(f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(study.study_name)}"
+                    f"</title></head><body><h1>Study {html.escape(study.study_name)}</h1>{''.join(sections)}"
+                    f"</body></html>")
+    plots.files.append(page)
+    return plots

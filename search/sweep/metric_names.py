@@ -1,0 +1,106 @@
+"""Metric names in the sweep's settings must be metrics a trial reports.
+
+`hydra.sweeper.objectives`, the metrics of `hydra.sweeper.constraints` and
+`hydra.sweeper.nightly.metric` name trial metrics. A name no trial reports
+is a typo that would make every trial infeasible (exit 0, nothing learnt),
+so it is refused before the first trial, with the names the workload does
+report: those its configuration declares (objectives/metrics.py) and those
+the sweep measures around every trial (search/trial/isolate.py). A user's own
+function (`objective.callable`, or another Hydra app) declares nothing: its
+first trial that ends ok is checked instead, and a name it did not report
+stops the sweep with exit status 2.
+"""
+from __future__ import annotations
+
+import dataclasses
+import difflib
+from functools import lru_cache
+from typing import Any, Iterable, Mapping, Sequence
+
+from search.sweep.constraints import Constraint
+from search.errors import BadInput
+
+GPU_PREFIXES = ("gpu_", "energy_j")
+_SWEEP_METRICS = ("peak_pss_tree_bytes", "cpu_util_percent_mean", "cpu_util_percent_max", "trial_wall_s", "mfu")
+
+
+@lru_cache(maxsize=1)
+def sweep_metrics() -> frozenset[str]:
+    """What the sweep adds to every trial's metrics: memory, CPU, wall time, MFU, and on a
+    GPU what NVML sampling summarises (the names taken from the summary code itself)."""
+    from search.measure import nvml
+    from search.measure.gpu_telemetry import summarize
+
+    def reading(t: float) -> nvml.GpuReading:
+        fields = {f.name: 1.0 for f in dataclasses.fields(nvml.GpuReading)}
+        fields.update(index=0, time_unix_s=t, energy_mj=1000.0 * t, throttle={f: False for f in nvml.THROTTLE_FLAGS})
+        return nvml.GpuReading(**fields)
+
+    readings = [reading(0.0), reading(1.0)]
+    return frozenset(_SWEEP_METRICS) | frozenset(summarize(readings, None, 1.0))
+
+
+def named_metrics(objectives: Sequence[str] | None, constraints: Sequence[Constraint],
+                  nightly_metric: str | None) -> dict[str, str]:
+    """Metric name -> the setting that names it."""
+    named: dict[str, str] = {}
+    if nightly_metric:
+        named[nightly_metric] = "hydra.sweeper.nightly.metric"
+    for c in constraints:
+        named[c.metric] = "hydra.sweeper.constraints"
+    for name in objectives or []:
+        named[name] = "hydra.sweeper.objectives"
+    return named
+
+
+def check_declared(named: Mapping[str, str], declared: Iterable[str] | None, workload: str) -> list[str]:
+    """Refuse a name the workload never reports; return the names its first trial must
+    confirm (all of them when the workload declares nothing)."""
+    if declared is None:
+        return list(named)
+    reported = frozenset(declared) | sweep_metrics()
+    for name, setting in named.items():
+        if name not in reported:
+            near = difflib.get_close_matches(name, sorted(reported), n=1)
+            fix = f"name {near[0]!r}, the closest reported metric" if near else f"e.g. {setting}={_example(setting)}"
+            raise BadInput(f"{setting} must name metrics that objective {workload!r} reports; got {name!r}, which it "
+                           f"never reports; it reports {_listing(reported)}; fix: {fix}")
+    return []
+
+
+def declared_by(configs: Sequence[Any]) -> frozenset[str] | None:
+    """The union over the configurations the space reaches (objectives.TrialConfig);
+    None when a user's function runs (it declares nothing) or no config was parsed."""
+    from objectives.metrics import reported_metrics
+
+    declared = [reported_metrics(cfg) for cfg in configs]
+    if not declared or any(d is None for d in declared):
+        return None
+    return frozenset().union(*declared)
+
+
+def ended_ok(result: Any) -> bool:
+    return isinstance(result, Mapping) and str(result.get("outcome", "ok")) == "ok"
+
+
+def unreported(result: Mapping[str, Any], wanted: Sequence[str]) -> str | None:
+    """For the first ok trial of a workload that declares nothing: None when it reported
+    every wanted name, else the one-line refusal naming what it did report."""
+    metrics = result.get("metrics", result)
+    got = sorted(str(k) for k, v in metrics.items() if isinstance(v, (int, float)) and not isinstance(v, bool))
+    missing = [name for name in wanted if name not in got]
+    if not missing:
+        return None
+    return (f"the metrics the sweep names must be reported by the objective; its first trial reported "
+            f"{', '.join(got) or 'no metrics'}, not {', '.join(missing)}; fix: name reported metrics in "
+            f"hydra.sweeper.objectives and constraints, or report {', '.join(missing)} from the objective")
+
+
+def _listing(reported: frozenset[str]) -> str:
+    plain = sorted(n for n in reported if not n.startswith(GPU_PREFIXES))
+    return ", ".join(plain) + ", and on an NVIDIA GPU gpu_* and energy_j* (docs/objectives.md)"
+
+
+def _example(setting: str) -> str:
+    return {"hydra.sweeper.constraints": "['val_accuracy >= 0.97']",
+            "hydra.sweeper.nightly.metric": "throughput_samples_per_s"}.get(setting, "[throughput_samples_per_s]")

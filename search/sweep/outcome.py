@@ -1,0 +1,99 @@
+"""From what a job returned to what Optuna is told.
+
+- `ok`: COMPLETE with the objective values; every constraint told.
+- `oom`, `infeasible`, or an `ok` trial that lacks an objective metric
+  (a time-to-accuracy trial that never reached its target): COMPLETE with
+  placeholder values and the `runnable` constraint violated, so samplers
+  learn the region and the trial never ranks as best.
+- `stopped_early` (search/sweep/early_stopping.py): PRUNED, with the metrics
+  measured so far (the probe's throughput, the last evaluation); never best.
+- anything else (`diverged`, `crashed`, `timeout`): FAIL, with the reason.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+import optuna
+from optuna.trial import TrialState
+
+from search.sweep.constraints import Constraint
+
+RUNNABLE = "runnable"  # 0 for a trial that ran and reported its objectives, 1 otherwise
+INFEASIBLE_OUTCOMES = ("oom", "infeasible")
+STOPPED_EARLY = "stopped_early"
+
+
+@dataclass
+class Scored:
+    outcome: str
+    reason: str = ""
+    metrics: dict[str, float] = field(default_factory=dict)
+    info: dict[str, str] = field(default_factory=dict)
+    values: list[float] | None = None
+    constraints: dict[str, float] = field(default_factory=dict)
+
+
+def score(result: Any, objectives: Sequence[str] | None, n_values: int,
+          constraints: Sequence[Constraint]) -> Scored:
+    if not isinstance(result, Mapping):  # a plain Hydra task returned a number or a list
+        return _score_plain(result, n_values)
+    metrics = {k: float(v) for k, v in result.get("metrics", result).items()
+               if isinstance(v, (int, float)) and not isinstance(v, bool)}
+    scored = Scored(str(result.get("outcome", "ok")), str(result.get("reason", "")), metrics,
+                    {k: str(v) for k, v in result.get("info", {}).items()})
+    if scored.outcome != "ok":
+        scored.constraints = _unmeasured(constraints)
+        return scored
+    missing = [k for k in objectives or [] if not math.isfinite(metrics.get(k, math.nan))]
+    if missing:
+        scored.outcome = "infeasible"
+        scored.reason = f"the trial reported no finite {', '.join(missing)}"
+        scored.constraints = _unmeasured(constraints)
+        return scored
+    scored.values = [metrics[k] for k in objectives or []]
+    if len(scored.values) != n_values:
+        return Scored("crashed", f"expected {n_values} objective values, got {len(scored.values)}", metrics)
+    scored.constraints = {str(c): c.violation(metrics) for c in constraints}
+    return scored
+
+
+def _unmeasured(constraints: Sequence[Constraint]) -> dict[str, float]:
+    """A trial that measured nothing violates every rule too: GPSampler refuses a
+    study whose COMPLETE trials carry different sets of constraints."""
+    return {str(c): 1.0 for c in constraints}
+
+
+def _score_plain(result: Any, n_values: int) -> Scored:
+    try:
+        values = [float(result)] if isinstance(result, (int, float)) else [float(v) for v in result]
+    except (TypeError, ValueError):
+        return Scored("crashed", f"the task returned {type(result).__name__}, not numbers or a metrics dict")
+    if len(values) != n_values or not all(math.isfinite(v) for v in values):
+        return Scored("crashed", f"expected {n_values} finite objective values, got {values}")
+    return Scored("ok", values=values)
+
+
+def tell(study: optuna.Study, trial: optuna.Trial, scored: Scored, directions: Sequence[str]) -> None:
+    trial.set_user_attr("outcome", scored.outcome)
+    trial.set_user_attr("reason", scored.reason)
+    trial.set_user_attr("metrics", scored.metrics)
+    if scored.values is not None:
+        trial.set_constraint(RUNNABLE, 0.0)
+        for name, violation in scored.constraints.items():
+            trial.set_constraint(name, violation)
+        study.tell(trial, scored.values)
+    elif scored.outcome == STOPPED_EARLY:
+        study.tell(trial, state=TrialState.PRUNED)
+    elif scored.outcome in INFEASIBLE_OUTCOMES:
+        trial.set_constraint(RUNNABLE, 1.0)
+        for name, violation in scored.constraints.items():
+            trial.set_constraint(name, violation)
+        study.tell(trial, [0.0 if d == "maximize" else math.inf for d in directions])
+    else:
+        study.tell(trial, state=TrialState.FAIL)
+
+
+def is_feasible(trial: optuna.trial.FrozenTrial) -> bool:
+    return all(v <= 0.0 for v in trial.constraints.values())

@@ -1,0 +1,178 @@
+"""The Optuna side of a sweep: storage, sampler, directions, values.
+
+Default storage is a journal file in the working directory, so re-running
+the same command resumes the same study. Any SQLAlchemy URL
+(`sqlite:///...`, `postgresql://...`) selects Optuna's RDB storage instead,
+and `grpc://host:port` Optuna's gRPC storage proxy (search/sweep/grpc_storage.py).
+"""
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import optuna
+from hydra.utils import instantiate
+from optuna.distributions import BaseDistribution, CategoricalDistribution
+from optuna.storages import BaseStorage, JournalStorage, RDBStorage
+from optuna.storages.journal import JournalFileBackend
+
+from search.errors import BadInput
+from search.sweep.journal import check_journal
+from search.tracking.redact import redact, remember, reveal
+from search.sweep.space import grid_values
+
+DEFAULT_STORAGE = "optuna.journal"
+_DIRECTIONS = ("maximize", "minimize")
+
+
+def storage_location(storage: str | None) -> str:
+    """What the user sees: trial_storage with any password redacted."""
+    return redact(trial_storage(storage))
+
+
+def trial_storage(storage: str | None) -> str:
+    """What a trial process opens to reach the study: the URL as given (its password restored when
+    the job's config holds it redacted, search/tracking/redact.py), or the journal's absolute path."""
+    storage = reveal(storage)
+    if storage and "://" in storage:
+        return storage
+    return str(Path(storage or DEFAULT_STORAGE).resolve())
+
+
+def check_storage(storage: str | None) -> None:
+    """The study storage answers, checked without creating anything (no journal
+    file, no SQLite file, no tables), so that a later check can still fail
+    with nothing left behind."""
+    remember(storage)
+    if storage and storage.startswith("grpc://"):
+        return  # open_grpc connects and creates nothing here
+    if storage and "://" in storage:
+        from search.sweep.preflight import check_database_url
+
+        check_database_url(storage)
+        return
+    path = Path(storage or DEFAULT_STORAGE).resolve()
+    if not path.parent.is_dir() or not os.access(path.parent, os.W_OK):
+        raise BadInput(f"the study journal's directory must exist and be writable; got {path}; "
+                       f"fix: create the directory or set hydra.sweeper.storage to a writable path")
+
+
+def _rdb_storage(url: str, attempts: int = 5) -> RDBStorage:
+    """Optuna's RDB storage, which creates its tables on first use. Workers
+    started at once on an empty database race to create them, and the
+    database refuses the losers' CREATE TABLE (PostgreSQL: a unique violation
+    in pg_type, or "already exists") or their schema-version row; the tables
+    then exist, and the next attempt uses them. Seen under load: two of three
+    workers died this way and the study got a third of its trials."""
+    from sqlalchemy.exc import IntegrityError, ProgrammingError
+
+    for attempt in range(1, attempts + 1):
+        try:
+            return RDBStorage(url)
+        except (IntegrityError, ProgrammingError):
+            if attempt == attempts:
+                raise
+            time.sleep(0.2 * attempt)
+    raise AssertionError("unreachable")
+
+
+def open_storage(storage: str | None) -> BaseStorage:
+    check_storage(storage)
+    if storage and storage.startswith("grpc://"):
+        from search.sweep.grpc_storage import open_grpc
+
+        return open_grpc(storage)
+    if storage and "://" in storage:
+        try:
+            return _rdb_storage(storage)
+        except Exception as err:  # refused connection, bad credentials, bad path
+            reason = " ".join(str(err).split())[:200]
+            raise BadInput(f"the study storage must be reachable; got {redact(storage)} ({type(err).__name__}: "
+                           f"{redact(reason)}); fix: start the database or correct hydra.sweeper.storage") from None
+    path = Path(storage or DEFAULT_STORAGE).resolve()
+    for note in check_journal(path):
+        print(f"search: {note}", flush=True)
+    return JournalStorage(JournalFileBackend(str(path)))
+
+
+def normalize_directions(direction: Any, objectives: Sequence[str] | None) -> list[str]:
+    directions = [direction] if isinstance(direction, str) else list(direction)
+    for d in directions:
+        if d not in _DIRECTIONS:
+            raise BadInput(f"hydra.sweeper.direction must be maximize or minimize (or a list of them); got {d!r}; "
+                           f"fix: direction=[maximize,maximize]")
+    if objectives is not None and len(objectives) != len(directions):
+        raise BadInput(f"hydra.sweeper.objectives and hydra.sweeper.direction must have the same length; got "
+                       f"{list(objectives)} and {directions}; fix: give one direction per objective")
+    return directions
+
+
+def make_sampler(sampler_cfg: Any, seed: int | None, distributions: Mapping[str, BaseDistribution]) -> optuna.samplers.BaseSampler:
+    cfg = dict(sampler_cfg or {"_target_": "optuna.samplers.TPESampler"})
+    if seed is not None:
+        cfg["seed"] = seed
+    if cfg.get("_target_") in ("optuna.samplers.GridSampler", f"{__name__}.SweepGridSampler"):
+        cfg["_target_"] = f"{__name__}.SweepGridSampler"
+        cfg["search_space"] = grid_values(distributions)
+    try:
+        return instantiate(cfg)
+    except Exception as err:
+        raise BadInput(f"hydra.sweeper.sampler must build an Optuna sampler; got {cfg.get('_target_')!r} "
+                       f"({' '.join(str(err).split())[:160]}); fix: hydra/sweeper/sampler=tpe") from None
+
+
+GP_LARGE_STUDY_TRIALS = 500
+
+
+def large_study_notice(sampler: optuna.samplers.BaseSampler, trials: int) -> str | None:
+    """GPSampler fits its Gaussian process to every trial so far on each ask:
+    0.2 s at 100 trials and 5 s at 1,000 on a 2-core machine (docs/BENCHMARKS.md,
+    study storage), where TPE takes 11 ms. Say so before a large study starts."""
+    if not isinstance(sampler, optuna.samplers.GPSampler) or trials <= GP_LARGE_STUDY_TRIALS:
+        return None
+    return (f"note: this study will hold about {trials} trials; the GP sampler fits every trial on each ask "
+            f"(about 5 s per trial at 1,000 trials on 2 cores); for a study this large, hydra/sweeper/sampler=tpe")
+
+
+class SweepGridSampler(optuna.samplers.GridSampler):
+    """Optuna's grid sampler, minus its `study.stop()` when the grid is used up:
+    that call is only legal inside `study.optimize`, and this sweep asks and
+    tells. The sweep ends itself when `is_exhausted` says so."""
+
+    def after_trial(self, study: optuna.Study, trial: Any, state: Any, values: Any) -> None:
+        return None
+
+
+def load_or_create(name: str, storage: BaseStorage, directions: list[str],
+                   sampler: optuna.samplers.BaseSampler) -> tuple[optuna.Study, bool]:
+    """Returns the study and whether it existed, refusing a study with other directions.
+    Workers started at once on a new study all find it missing and all create
+    it; the storage keeps the first, and the others load that one."""
+    if name not in {s.study_name for s in storage.get_all_studies()}:
+        try:
+            return optuna.create_study(study_name=name, storage=storage, directions=directions,
+                                       sampler=sampler), False
+        except optuna.exceptions.DuplicatedStudyError:
+            pass  # another worker created it since we looked
+    existing = {s.study_name: s for s in storage.get_all_studies()}
+    have = [d.name.lower() for d in existing[name].directions]
+    if have != directions:
+        raise BadInput(f"study {name!r} already exists with directions {have}; got {directions}; "
+                       f"fix: use the same directions or another hydra.sweeper.study_name")
+    return optuna.load_study(study_name=name, storage=storage, sampler=sampler), True
+
+
+def check_space_matches(study: optuna.Study, distributions: Mapping[str, BaseDistribution]) -> None:
+    """Optuna refuses a categorical knob whose choices changed within a study
+    (at `ask`, mid-sweep); say so before the sweep starts instead."""
+    seen: dict[str, BaseDistribution] = {}
+    for trial in study.get_trials(deepcopy=False):
+        seen.update(trial.distributions)
+    for key, dist in distributions.items():
+        old = seen.get(key)
+        if isinstance(old, CategoricalDistribution) and old != dist:
+            raise BadInput(f"study {study.study_name!r} already searched {key} over {list(old.choices)}; got "
+                           f"{getattr(dist, 'choices', dist)}; fix: keep those choices or use another "
+                           f"hydra.sweeper.study_name")

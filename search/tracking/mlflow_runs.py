@@ -1,0 +1,304 @@
+"""MLflow bookkeeping on MlflowClient: one parent run per sweep invocation,
+one nested run per trial.
+
+Written on the client directly (optuna-integration's MLflowCallback is
+deprecated) so that a trial's run exists while it trains and is closed with
+its outcome even when the trial fails. Every string that could hold a URL
+goes through `redact` first.
+"""
+from __future__ import annotations
+
+import math
+import os
+import time
+import fcntl
+import json
+import sys
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator, Mapping
+
+import mlflow
+from mlflow.entities import Metric, Param, RunTag
+from mlflow.tracking import MlflowClient
+from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID, MLFLOW_RUN_NAME
+
+from search.tracking.redact import redact
+
+_MAX_PARAM_CHARS = 6000
+_BATCH = 100
+RUN_STATUS = {"ok": "FINISHED", "stopped_early": "KILLED"}  # stopped on purpose by early stopping
+RETRY_AFTER_S = 10.0  # after a failed write, wait this long before trying MLflow again
+UNLOGGED_FILE = "mlflow-unlogged.json"  # in the sweep dir: what MLflow lacked when the sweep ended
+UNLOGGED_TAG = "search.unlogged_file"  # on the sweep's run: where that file would be (search/tracking/mlflow_repair.py)
+
+
+@dataclass
+class TrialRecord:
+    """Everything one trial's run must hold, kept until MLflow has all of it."""
+
+    number: int
+    params: dict[str, Any]
+    run_id: str | None = None
+    ended: bool = False
+    outcome: str = "running"
+    metrics: dict[str, float] = field(default_factory=dict)
+    tags: dict[str, str] = field(default_factory=dict)
+    series: dict[str, list] = field(default_factory=dict)
+
+
+@dataclass
+class Sweep:
+    """The sweep's parent run and the trial records MLflow does not have yet.
+
+    When the tracking server stops answering, the sweep goes on (Optuna is
+    the source of truth); records wait here and are written, in order, at the
+    next trial boundary after MLflow answers again. Whatever is still
+    unwritten when the sweep ends is saved to a file and reported."""
+
+    client: MlflowClient
+    experiment_id: str
+    parent_run_id: str
+    study_name: str
+    pending: dict[int, TrialRecord] = field(default_factory=dict)
+    down_since: float | None = None
+    parent_status: str | None = None
+    parent_metrics: dict[str, float] = field(default_factory=dict)
+    parent_closed: bool = False
+
+
+def configure_client() -> None:
+    """MLflow's HTTP client retries for minutes by default; a sweep would stall
+    on a down server. Bounded unless the user set these themselves."""
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2")
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "1")
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "15")
+    # MLflow prints each run's URL, userinfo included, when a run ends on an
+    # http server; the sweep prints its own (redacted) pointer instead.
+    os.environ["MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT"] = "true"
+
+
+def how_to_look() -> str:
+    """The command (local store) or address (server) that shows the runs."""
+    uri = redact(mlflow.get_tracking_uri())
+    return f"open {uri}" if uri.startswith(("http://", "https://")) else f"mlflow ui --backend-store-uri {uri}"
+
+
+def start_sweep(experiment_name: str, study_name: str, params: Mapping[str, Any], tags: Mapping[str, str],
+                sweep_dir: Path | None = None) -> Sweep:
+    """The sweep's parent run. It names its worker and where the sweep will leave what MLflow could not
+    take (UNLOGGED_TAG), so that the next start can replay it (search/tracking/mlflow_repair.py)."""
+    from search.sweep.recovery import WORKER_ATTR, worker_id
+
+    client = MlflowClient()
+    experiment_id = _experiment_id(client, experiment_name)
+    where = {UNLOGGED_TAG: str((sweep_dir / UNLOGGED_FILE).absolute())} if sweep_dir is not None else {}
+    run = client.create_run(
+        experiment_id,
+        run_name=f"sweep-{time.strftime('%Y%m%d-%H%M%S')}",
+        tags={"search.role": "sweep", "search.study_name": study_name, WORKER_ATTR: worker_id(), **where,
+              **{k: redact(str(v)) for k, v in tags.items()}},
+    )
+    sweep = Sweep(client, experiment_id, run.info.run_id, study_name)
+    log_values(sweep, run.info.run_id, params=params)
+    return sweep
+
+
+def _experiment_id(client: MlflowClient, name: str) -> str:
+    """The experiment's id, made if missing; workers started together race to make it."""
+    experiment = client.get_experiment_by_name(name)
+    if experiment is not None:
+        return experiment.experiment_id
+    try:
+        return client.create_experiment(name)
+    except mlflow.exceptions.MlflowException:
+        experiment = client.get_experiment_by_name(name)  # another worker made it first
+        if experiment is None:
+            raise
+        return experiment.experiment_id
+
+
+def start_trial(sweep: Sweep, trial_number: int, params: Mapping[str, Any]) -> str | None:
+    """The trial's run id, or None while MLflow is unreachable (the run is made later)."""
+    record = TrialRecord(trial_number, dict(params))
+    sweep.pending[trial_number] = record
+    flush(sweep)
+    return record.run_id
+
+
+def end_trial(sweep: Sweep, trial_number: int, outcome: str, metrics: Mapping[str, float],
+              tags: Mapping[str, str], series: Mapping[str, list] | None = None) -> None:
+    record = sweep.pending.get(trial_number)
+    if record is None:  # interrupted before its run was even asked for
+        record = sweep.pending[trial_number] = TrialRecord(trial_number, {})
+    record.ended, record.outcome = True, outcome
+    record.metrics, record.tags, record.series = dict(metrics), dict(tags), dict(series or {})
+    flush(sweep)
+
+
+def flush(sweep: Sweep) -> None:
+    """Write what MLflow lacks, oldest trial first; stop at the first failure."""
+    if sweep.down_since is not None and time.monotonic() - sweep.down_since < RETRY_AFTER_S:
+        return
+    for number in sorted(sweep.pending):
+        record = sweep.pending[number]
+        if not _attempt(sweep, lambda: write_record(sweep, record)):
+            return
+        if record.ended:
+            del sweep.pending[number]
+    if sweep.parent_status is not None:
+        sweep.parent_closed = _attempt(sweep, lambda: close_parent(sweep))
+
+
+def close_parent(sweep: Sweep) -> None:
+    log_values(sweep, sweep.parent_run_id, metrics=sweep.parent_metrics)
+    sweep.client.set_terminated(sweep.parent_run_id, status=sweep.parent_status)
+
+
+def write_record(sweep: Sweep, record: TrialRecord) -> None:
+    if record.run_id is None:
+        run = sweep.client.create_run(sweep.experiment_id, run_name=f"trial-{record.number}", tags={
+            MLFLOW_PARENT_RUN_ID: sweep.parent_run_id,
+            MLFLOW_RUN_NAME: f"trial-{record.number}",
+            "search.role": "trial",
+            "search.study_name": sweep.study_name,
+            "search.trial_number": str(record.number),
+            "search.outcome": "running",
+        })
+        record.run_id = run.info.run_id
+        log_values(sweep, record.run_id, params=record.params)
+    if record.ended:
+        _log_series(sweep, record.run_id, record.series)
+        log_values(sweep, record.run_id, metrics=record.metrics, tags={"search.outcome": record.outcome, **record.tags})
+        sweep.client.set_terminated(record.run_id, status=RUN_STATUS.get(record.outcome, "FAILED"))
+
+
+def _attempt(sweep: Sweep, write: Callable[[], None]) -> bool:
+    try:
+        write()
+    except Exception as err:  # connection refused, timeout, 5xx after MLflow's bounded retries
+        if sweep.down_since is None:
+            reason = redact(" ".join(str(err).split())[:160])
+            print(f"warning: MLflow stopped answering ({type(err).__name__}: {reason}); the sweep goes on, "
+                  f"Optuna keeps every result, and the runs are written when MLflow answers again", flush=True)
+        sweep.down_since = time.monotonic()
+        return False
+    if sweep.down_since is not None:
+        print("MLflow answers again: writing the runs it missed", flush=True)
+    sweep.down_since = None
+    return True
+
+
+def end_sweep(sweep: Sweep, status: str, metrics: Mapping[str, float] | None = None,
+              unlogged_path: Path | None = None) -> None:
+    """Close the sweep's run with its trials'; what MLflow still lacks goes to `unlogged_path`, which
+    the next start against a reachable MLflow replays (search/tracking/mlflow_repair.py)."""
+    sweep.parent_status, sweep.parent_metrics = status, dict(metrics or {})
+    sweep.down_since = None  # one last try, whatever the back-off says
+    flush(sweep)
+    if (sweep.pending or not sweep.parent_closed) and unlogged_path is not None:
+        save_unlogged(sweep, unlogged_path)
+        print(f"search: MLflow was unreachable: {len(sweep.pending)} trial runs are not in MLflow, and the sweep's "
+              f"run is not closed; their params, metrics and outcomes are in {unlogged_path} (and every result is "
+              f"in the Optuna study); the next start against a reachable MLflow writes them",
+              file=sys.stderr, flush=True)
+
+
+def save_unlogged(sweep: Sweep, path: Path) -> None:
+    """Written whole to a temporary file and renamed: a reader never sees half of it."""
+    state = {"experiment_id": sweep.experiment_id, "parent_run_id": sweep.parent_run_id,
+             "study_name": sweep.study_name, "parent_status": sweep.parent_status,
+             "parent_metrics": sweep.parent_metrics, "records": [asdict(r) for r in sweep.pending.values()]}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".{path.name}.partial")
+    partial.write_text(redact(json.dumps(state, indent=1)))
+    os.replace(partial, path)
+
+
+def load_unlogged(client: MlflowClient, path: Path) -> Sweep:
+    """The sweep state save_unlogged wrote, ready for `flush`."""
+    state = json.loads(path.read_text())
+    sweep = Sweep(client, state["experiment_id"], state["parent_run_id"], state["study_name"],
+                  parent_status=state["parent_status"], parent_metrics=state["parent_metrics"])
+    for record in state["records"]:
+        sweep.pending[record["number"]] = TrialRecord(**record)
+    return sweep
+
+
+def log_values(sweep: Sweep, run_id: str, params: Mapping[str, Any] | None = None,
+         metrics: Mapping[str, float] | None = None, tags: Mapping[str, str] | None = None) -> None:
+    now_ms = int(time.time() * 1000)
+    param_list = [Param(k, redact(str(v))[:_MAX_PARAM_CHARS]) for k, v in (params or {}).items()]
+    metric_list = [Metric(k, float(v), now_ms, 0) for k, v in (metrics or {}).items()
+                   if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)]
+    tag_list = [RunTag(k, redact(str(v))[:_MAX_PARAM_CHARS]) for k, v in (tags or {}).items()]
+    for i in range(0, max(len(param_list), len(metric_list), len(tag_list)), _BATCH):
+        sweep.client.log_batch(run_id, metrics=metric_list[i:i + _BATCH], params=param_list[i:i + _BATCH],
+                               tags=tag_list[i:i + _BATCH])
+
+
+def _log_series(sweep: Sweep, run_id: str, series: Mapping[str, list]) -> None:
+    """Sampled telemetry (GPU utilisation, power, ...) as stepped metrics: one point per sample."""
+    points = [Metric(k, float(v), ts, step) for k, values in series.items() for step, v, ts in values
+              if math.isfinite(v)]
+    for i in range(0, len(points), 1000):  # MLflow's per-request limit
+        sweep.client.log_batch(run_id, metrics=points[i:i + 1000])
+
+
+@contextmanager
+def _first_contact_lock(uri: str) -> Iterator[None]:
+    """Workers started together on one SQLite tracking database would each run
+    MLflow's schema migrations at once and break them; the first to take this
+    lock migrates, the others then find the schema current."""
+    if not uri.startswith("sqlite:///"):
+        yield
+        return
+    with open(f"{uri[len('sqlite:///'):]}.search-lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def check_reachable() -> None:
+    """Fail before anything is created when the tracking server cannot be used."""
+    from search.errors import BadInput
+
+    uri = mlflow.get_tracking_uri()
+    try:
+        with _first_contact_lock(uri):
+            MlflowClient(uri).search_experiments(max_results=1)
+    except Exception as err:  # refused connection, bad scheme, unwritable database
+        reason = " ".join(str(err).split())[:200]
+        raise BadInput(f"the MLflow tracking URI must be reachable; got {redact(uri)} "
+                       f"({type(err).__name__}: {redact(reason)}); fix: start the server or set MLFLOW_TRACKING_URI") from None
+
+
+def close_stale_runs(*run_ids: str | None) -> None:
+    """Close runs a killed sweep left RUNNING as KILLED (a finished run is left alone)."""
+    client = MlflowClient()
+    for run_id in filter(None, run_ids):
+        run = client.get_run(run_id)
+        if run.info.status == "RUNNING":
+            if run.data.tags.get("search.role") == "trial":
+                client.set_tag(run_id, "search.outcome", "crashed")
+            client.set_terminated(run_id, status="KILLED")
+
+
+def log_report(run_id: str | None, files: list[Path], tags: Mapping[str, str] | None = None,
+               artifact_path: str = "report") -> str | None:
+    """Attach report files (and tags) to a sweep's parent run. Returns None, or
+    why it could not (MLflow down): the files stay on disk either way."""
+    if run_id is None:
+        return "no MLflow parent run is known for this study"
+    client = MlflowClient()
+    try:
+        for path in files:
+            client.log_artifact(run_id, str(path), artifact_path)
+        for key, value in (tags or {}).items():
+            client.set_tag(run_id, key, redact(str(value))[:_MAX_PARAM_CHARS])
+    except Exception as err:  # unreachable server, unwritable artifact store
+        return f"{type(err).__name__}: {redact(' '.join(str(err).split())[:160])}"
+    return None

@@ -1,0 +1,1 @@
+"""One trial: its isolated child process, device slots, the Hydra job that runs it."""

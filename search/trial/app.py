@@ -1,0 +1,49 @@
+"""The Hydra task: ONE trial at the configuration Hydra composed.
+
+Runs in the sweep process under Hydra's launcher; the training itself runs
+in an isolated child (isolate.py). Returns a plain dict so that any Hydra
+launcher (basic, joblib, submitit) can carry it back to the sweeper; under
+the sweeper's device slots (slots.py) it returns the running trial instead,
+and the sweeper waits for it.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
+from omegaconf import DictConfig, OmegaConf
+
+from search.trial import slots
+from search.trial.isolate import start_isolated
+
+
+def task(cfg: DictConfig) -> Any:
+    job_cfg = OmegaConf.to_container(cfg, resolve=True)
+    visible = cfg.trial.get("visible_devices")
+    running = start_isolated(job_cfg, timeout_s=float(cfg.trial.timeout_s), report=_reporter(cfg),
+                             visible_devices=None if visible is None else str(visible))
+    if slots.jobs_detached():
+        return running
+    result = running.wait()
+    if HydraConfig.get().mode == RunMode.RUN:
+        from search.reports.tables import print_single
+
+        print_single(job_cfg, result)
+    return result
+
+
+def _reporter(cfg: DictConfig) -> Any:
+    """The trial's link to its Optuna trial, when the sweep asked for one
+    (`trial.optuna_trial_number`): storage and pruner come from the sweeper's
+    own config, which Hydra hands every job, so no URL is written anywhere."""
+    number = cfg.trial.get("optuna_trial_number")
+    if number is None or HydraConfig.get().mode != RunMode.MULTIRUN:
+        return None
+    from search.sweep.early_stopping import make_pruner
+    from search.trial.learning_curve import TrialReporter
+    from search.sweep.study import trial_storage
+
+    sweeper = HydraConfig.get().sweeper
+    return TrialReporter(trial_storage(sweeper.get("storage")), str(cfg.trial.optuna_study), int(number),
+                         make_pruner(sweeper.get("pruner")))

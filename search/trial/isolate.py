@@ -1,0 +1,196 @@
+"""One trial = one fresh child process.
+
+The child is forked from a forkserver that has torch and objectives
+preloaded, so a trial starts in milliseconds yet shares no memory, threads
+or CUDA context with the sweep or with earlier trials. The result comes back
+as a JSON file written atomically; a child that dies without one, or runs
+past its timeout, becomes an outcome instead of an exception.
+
+`start_isolated` returns as soon as the child runs, so that the sweeper's
+device slots (search/trial/slots.py) can run several trials at once;
+`run_isolated` starts one and waits for it.
+"""
+from __future__ import annotations
+
+import json
+import multiprocessing as mp
+import os
+import signal
+import tempfile
+import threading
+import time
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from search.trial import child as trial_child
+from search.measure.gpu_telemetry import GpuSampler, trial_gpu_indices
+from search.measure.mfu import trial_mfu
+from search.measure.cpu_telemetry import TreeSampler, kill_tree
+
+_PRELOAD = ["torch", "objectives", "search.trial.child"]
+DEFAULT_COMPILE_TIMEOUT_S = 1800.0  # trial.compile_timeout_s when a config has none
+_context: Any = None
+
+
+def _forkserver() -> Any:
+    """The process every trial is forked from; it and so every trial inherit this
+    process's environment when it starts, CUDA_DEVICE_ORDER included (search/measure/nvml.py:
+    the sweep's CLI pins it first, and refuses another order; any other caller gets it here)."""
+    global _context
+    if _context is None:
+        os.environ.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
+        ctx = mp.get_context("forkserver")
+        ctx.set_forkserver_preload(_PRELOAD)
+        _context = ctx
+    return _context
+
+
+def warm_up() -> threading.Thread:
+    """Start the forkserver (it imports torch: seconds) in the background while
+    the sweep asks for its first trials; join the thread before the first
+    trial starts, so that with device slots the first slot does not hold up
+    the others while torch is imported."""
+
+    def boot() -> None:
+        proc = _forkserver().Process(target=time.sleep, args=(0,), name="search-warm-up")
+        proc.start()
+        proc.join()
+
+    thread = threading.Thread(target=boot, name="search-forkserver-warm-up", daemon=True)
+    thread.start()
+    return thread
+
+
+@dataclass
+class RunningTrial:
+    """A trial's child process, its samplers and its deadline.
+
+    The deadline is `timeout_s` of everything but compilation, plus the time
+    the trial has spent in torch.compile so far up to `compile_timeout_s`
+    (objectives/compile_clock.py): max-autotune may compile for minutes, and
+    that says nothing about how fast the configuration trains. Compile time
+    past its budget counts against `timeout_s` like any other."""
+
+    cfg: dict
+    proc: Any
+    timeout_s: float
+    started: float
+    result_path: Path
+    sampler: TreeSampler
+    gpu: GpuSampler
+    gpus: list[int]
+    compile_timeout_s: float = DEFAULT_COMPILE_TIMEOUT_S
+    compile_clock_dir: Path | None = None
+    _cleanup: ExitStack = field(default_factory=ExitStack)
+
+    @property
+    def sentinel(self) -> int:
+        return self.proc.sentinel
+
+    def compile_credit_s(self) -> float:
+        """Compile time so far that does not count against `timeout_s`."""
+        if self.compile_clock_dir is None:
+            return 0.0
+        from objectives.compile_clock import compiled_s  # objectives (and torch) stay out of the sweep's start-up
+
+        return min(self.compile_timeout_s, compiled_s(self.compile_clock_dir, time.time()))
+
+    def seconds_left(self) -> float:
+        return max(0.0, self.started + self.timeout_s + self.compile_credit_s() - time.perf_counter())
+
+    def done(self) -> bool:
+        return not self.proc.is_alive() or self.seconds_left() == 0.0
+
+    def kill(self) -> None:
+        """Stop the samplers, kill the child's process tree, remove its files."""
+        self._cleanup.close()
+
+    def wait(self) -> dict[str, Any]:
+        """Block until the child ends or its deadline passes; the result dict with
+        `outcome` one of ok | stopped_early | diverged | infeasible | oom | crashed | timeout."""
+        try:
+            while self.proc.is_alive() and (left := self.seconds_left()) > 0:
+                self.proc.join(left)  # compiling meanwhile moves the deadline: look again
+            timed_out = self.proc.is_alive()
+            credit_s = self.compile_credit_s() if timed_out else 0.0
+            if timed_out:
+                _end(self.proc)
+            wall_s = time.perf_counter() - self.started
+            if timed_out:
+                result = {"outcome": "timeout", "reason": f"ran past trial.timeout_s={self.timeout_s:g}"
+                          + (f" plus {credit_s:.0f} s of torch.compile (up to trial.compile_timeout_s="
+                             f"{self.compile_timeout_s:g} s is not counted)" if credit_s else "")}
+            elif self.result_path.exists():
+                result = json.loads(self.result_path.read_text())
+            else:
+                result = {"outcome": "crashed", "reason": _exit_reason(self.proc.exitcode)}
+        finally:
+            self.kill()
+        return _with_telemetry(result, self, wall_s)
+
+
+def start_isolated(cfg: dict, timeout_s: float, report: Any = None,
+                   visible_devices: str | None = None) -> RunningTrial:
+    """Start `objectives.run_trial(cfg, report)` in a child that sees only `visible_devices`
+    (CUDA_VISIBLE_DEVICES; None: the sweep's own) and return without waiting."""
+    cleanup = ExitStack()
+    try:
+        tmp = cleanup.enter_context(tempfile.TemporaryDirectory(prefix="search-trial-"))
+        result_path = Path(tmp) / "result.json"
+        compile_clock_dir = Path(tmp) / "compile-clock"
+        compile_clock_dir.mkdir()
+        started = time.perf_counter()
+        proc = _forkserver().Process(target=trial_child.main,
+                                     args=(cfg, str(result_path), os.getpid(), report, visible_devices,
+                                           str(compile_clock_dir)),
+                                     name="search-trial")
+        proc.start()
+        cleanup.callback(_end, proc)
+        gpus = trial_gpu_indices(int((cfg.get("parallel") or {}).get("devices", 1)), visible_devices)
+        sampler = cleanup.enter_context(TreeSampler(proc.pid))
+        gpu = cleanup.enter_context(GpuSampler(gpus))
+    except BaseException:
+        cleanup.close()
+        raise
+    compile_timeout_s = (cfg.get("trial") or {}).get("compile_timeout_s", DEFAULT_COMPILE_TIMEOUT_S)
+    return RunningTrial(cfg, proc, timeout_s, started, result_path, sampler, gpu, gpus, float(compile_timeout_s),
+                        compile_clock_dir, cleanup)
+
+
+def run_isolated(cfg: dict, timeout_s: float, report: Any = None,
+                 visible_devices: str | None = None) -> dict[str, Any]:
+    """Run `objectives.run_trial(cfg, report)` in a child and wait for its result."""
+    return start_isolated(cfg, timeout_s, report, visible_devices).wait()
+
+
+def _with_telemetry(result: dict[str, Any], trial: RunningTrial, wall_s: float) -> dict[str, Any]:
+    result.setdefault("metrics", {})
+    result.setdefault("info", {})
+    result.setdefault("reason", "")
+    metrics = result["metrics"]
+    metrics.update(trial.sampler.metrics())
+    metrics["trial_wall_s"] = wall_s
+    gpu_report = trial.gpu.report(metrics, result.get("timed_windows_unix_s"))
+    metrics.update(gpu_report.metrics)
+    result["info"].update(gpu_report.info)
+    result["series"] = gpu_report.series
+    value = trial_mfu(metrics, trial.gpu.device_name, str(trial.cfg.get("precision")), len(trial.gpus))
+    if value is not None:
+        metrics["mfu"] = value
+    return result
+
+
+def _end(proc: Any) -> None:
+    if proc.is_alive():
+        kill_tree(proc.pid)
+    proc.join()
+
+
+def _exit_reason(exitcode: int | None) -> str:
+    if exitcode is not None and exitcode < 0:
+        name = signal.Signals(-exitcode).name
+        hint = " (the kernel's OOM killer sends this too)" if name == "SIGKILL" else ""
+        return f"trial process killed by {name}{hint}"
+    return f"trial process exited with status {exitcode} without a result"

@@ -1,0 +1,132 @@
+"""run_trial end to end on the real digits workload: metrics, learning, divergence."""
+
+import json
+import math
+import subprocess
+import sys
+
+from objectives import TrialResult, run_trial
+from objectives.timing import plan_windows
+
+from conftest import REPO
+
+METRICS = [
+    "throughput_samples_per_s",
+    "throughput_cv",
+    "throughput_windows",
+    "step_time_p50_ms",
+    "step_time_p95_ms",
+    "val_accuracy",
+    "val_loss",
+    "train_loss_final",
+    "samples_trained",
+    "train_wall_s",
+    "eval_wall_s",
+    "lr_effective",
+    "params_count",
+    "params_count_before_model_pruning",
+    "params_nonzero",
+    "flops_per_sample",
+    "flops_per_sample_before_model_pruning",
+    "peak_rss_bytes",
+    "loader_worker_processes",
+]
+
+
+def test_defaults_with_small_budget_report_every_metric():
+    result = run_trial({"train": {"budget_samples": 2000}, "trial": {"ignored": True}})
+    assert isinstance(result, TrialResult)
+    assert result.outcome == "ok", result.reason
+    m = result.metrics
+    assert sorted(set(METRICS) - set(m)) == []
+    assert all(isinstance(v, float) and math.isfinite(v) for v in m.values())
+    assert m["throughput_samples_per_s"] > 0
+    assert m["throughput_cv"] >= 0 and m["throughput_windows"] >= 3
+    assert 0 < m["step_time_p50_ms"] <= m["step_time_p95_ms"]
+    assert 0 <= m["val_accuracy"] <= 1 and m["val_loss"] > 0
+    assert m["samples_trained"] == 2048  # ceil(2000 / 64) = 32 steps of 64
+    assert m["lr_effective"] == 0.005
+    assert m["params_count"] == m["params_count_before_model_pruning"] == m["params_nonzero"]
+    assert m["flops_per_sample"] == m["flops_per_sample_before_model_pruning"] > 0
+    assert m["peak_rss_bytes"] > 10_000_000
+    assert m["train_wall_s"] > 0 and m["eval_wall_s"] > 0
+    assert result.info == {
+        "model_class": "DigitsCNN",
+        "optimizer_fused": "false",
+        "precision_used": "fp32",
+        "autocast_dtype": "torch.float32",
+        "world_size": "1",
+        "device": "cpu",
+    }
+    json.dumps(result.to_dict(), allow_nan=False)
+
+
+def test_a_longer_budget_really_learns_the_digits():
+    result = run_trial(
+        {"train": {"budget_samples": 15000}, "loader": {"num_workers": 2, "persistent_workers": True}}
+    )
+    assert result.outcome == "ok", result.reason
+    assert result.metrics["val_accuracy"] >= 0.9
+    assert result.metrics["train_loss_final"] < 1.0
+
+
+def test_lr_follows_the_scaling_rule_for_the_global_batch():
+    cfg = {"batch_size": 256, "train": {"budget_samples": 800, "warmup_steps": 0}}
+    sqrt = run_trial({**cfg, "optim": {"lr_scaling": "sqrt"}}).metrics
+    linear = run_trial({**cfg, "optim": {"lr_scaling": "linear", "lr": 0.001}}).metrics
+    assert math.isclose(sqrt["lr_effective"], 0.005 * 2)
+    assert math.isclose(linear["lr_effective"], 0.001 * 4)
+    assert sqrt["samples_trained"] == 1024 and sqrt["throughput_windows"] == 4  # 4 steps: windows shrink to 1 step
+
+
+def test_a_huge_learning_rate_diverges_and_says_where():
+    result = run_trial({"optim": {"lr": 1e30}, "train": {"budget_samples": 2000}})
+    assert result.outcome == "diverged"
+    # the loss is read back at window edges only (steps 1, 5, 14, 23, 32): step 2's NaN shows at step 5
+    assert result.reason.startswith("non-finite training loss within steps 2-5 of 32"), result.reason
+    assert result.metrics["samples_trained"] < 2048
+    assert "val_accuracy" not in result.metrics
+    json.dumps(result.to_dict(), allow_nan=False)
+
+
+def test_timed_windows_leave_the_evaluation_pauses_out():
+    # 32 steps, windows of 9 after 5 warm-up steps; evaluations every 5 steps (320 samples), 100% out of reach
+    result = run_trial({"train": {"budget_samples": 2000, "target_val_accuracy": 1.0, "eval_every_samples": 320}})
+    assert result.outcome == "ok", result.reason
+    windows, m = result.timed_windows_unix_s, result.metrics
+    assert m["target_evals"] == 7  # after steps 5, 10, 15, 20, 25, 30 and 32
+    # the windows 6-14, 15-23, 24-32 are split at the pauses after steps 10, 15, 20, 25 and 30
+    assert len(windows) == 8 and all(t0 < t1 for t0, t1 in windows)
+    assert all(end < start for (_, end), (start, _) in zip(windows, windows[1:]))
+    assert (windows[0][0], windows[-1][1]) == (m["timed_start_unix_s"], m["timed_end_unix_s"])
+    paused_s = sum(start - end for (_, end), (start, _) in zip(windows, windows[1:]))
+    assert paused_s >= 5 / 7 * m["target_eval_wall_s"] * 0.5  # five of the seven evaluations lie between them
+    assert TrialResult.from_dict(json.loads(json.dumps(result.to_dict()))) == result
+
+
+def test_window_plan_keeps_at_least_three_windows():
+    assert plan_windows(125, 5, 10).__dict__ == {"warmup_steps": 5, "window_steps": 10, "windows": 12}
+    assert plan_windows(32, 5, 10).__dict__ == {"warmup_steps": 5, "window_steps": 9, "windows": 3}
+    assert plan_windows(4, 5, 10).__dict__ == {"warmup_steps": 1, "window_steps": 1, "windows": 3}
+    assert plan_windows(2, 5, 10).__dict__ == {"warmup_steps": 0, "window_steps": 1, "windows": 2}
+
+
+def test_objectives_imports_no_sweep_machinery():
+    code = (
+        "import sys, objectives; "
+        "bad = [m for m in ('optuna', 'hydra', 'omegaconf', 'mlflow') if m in sys.modules]; "
+        "assert not bad, bad; "
+        "assert {'TrialResult', 'run_trial', 'TrialConfig', 'ConfigError', 'parse_config'} <= set(dir(objectives))"
+    )
+    root = REPO
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=root, timeout=120)
+
+
+def test_heavy_augmentation_without_workers_is_flagged_input_bound_and_a_compute_bound_run_is_not():
+    input_bound = run_trial({"train": {"budget_samples": 2000}, "batch_size": 64})
+    compute_bound = run_trial({"train": {"budget_samples": 2000}, "batch_size": 256,
+                               "objective": {"name": "digits", "augment": False, "channels": [64, 128]}})
+    assert input_bound.metrics["input_bound"] == 1.0 and input_bound.metrics["data_wait_fraction"] > 0.3
+    assert compute_bound.metrics["input_bound"] == 0.0 and compute_bound.metrics["data_wait_fraction"] < 0.1
+    for result in (input_bound, compute_bound):
+        assert result.metrics["timed_end_unix_s"] > result.metrics["timed_start_unix_s"] > 0

@@ -1,0 +1,78 @@
+"""Every benchmark's --quick mode runs and produces its figures.
+
+Quick modes check that a benchmark still measures (a broken one fails
+here); they never judge speed, so a slow or busy machine cannot fail them.
+None of them may touch docs/BENCHMARKS.md.
+"""
+from __future__ import annotations
+
+import csv
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import REPO
+
+BENCH = REPO / "scripts" / "bench"
+DOC = REPO / "docs" / "BENCHMARKS.md"
+
+
+def bench(script: str, *args: str, cwd: Path) -> str:
+    env = {**os.environ, "PYTHONPATH": str(REPO), "MLFLOW_TRACKING_URI": f"sqlite:///{cwd}/mlflow.db"}
+    before = DOC.read_text()
+    proc = subprocess.run([sys.executable, str(BENCH / script), "--quick", *args], cwd=cwd, env=env, text=True,
+                          capture_output=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    assert DOC.read_text() == before, f"{script} --quick changed docs/BENCHMARKS.md"
+    return proc.stdout
+
+
+def numbers_after(line: str, word: str) -> float:
+    return float(line.split(word, 1)[1].split()[0].rstrip("%"))
+
+
+def test_grid_then_replay(tmp_path: Path) -> None:
+    """measure_grid writes a table a replay can read; the replay reports every strategy
+    (also against the stored table the docs' figures come from)."""
+    out = bench("measure_grid.py", "--out", str(tmp_path / "grid"), cwd=tmp_path)
+    with (tmp_path / "grid" / "digits_grid.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    assert [r["outcome"] for r in rows] == ["ok", "ok"], out
+    assert all(float(r["throughput_samples_per_s"]) > 0 and 0 <= float(r["val_accuracy"]) <= 1 for r in rows)
+    assert (tmp_path / "grid" / "digits_grid.json").exists()
+
+    tiny = bench("search_efficiency.py", "--table", str(tmp_path / "grid" / "digits_grid.csv"),
+                 "--accuracy-floor", "0", cwd=tmp_path)
+    stored = bench("search_efficiency.py", cwd=tmp_path)
+    for text in (tiny, stored):
+        lines = {line.split("  ")[0].strip(): line for line in text.splitlines() if "trials to target mean" in line}
+        assert set(lines) == {"default", "random", "hydra grid order"}, text
+        assert all(numbers_after(line, "mean") >= 1 for line in lines.values()), text
+        assert "default / random trials to target:" in text
+    # a grid of 2 configurations: Hydra's order needs 1 or 2 trials, never more
+    assert numbers_after(next(l for l in tiny.splitlines() if l.startswith("hydra grid order")), "max") <= 2
+
+
+def test_overhead(tmp_path: Path) -> None:
+    """The three runners each run their trial and split wall time into inside and outside."""
+    out = bench("overhead.py", cwd=tmp_path)
+    for runner in ("search", "optuna loop", "spawn"):
+        line = next(l for l in out.splitlines() if l.startswith(runner))
+        wall, inside = numbers_after(line, "wall"), numbers_after(line, "train+eval")
+        assert 0 < inside < wall, line
+
+
+def test_logging_cost(tmp_path: Path) -> None:
+    """Every trial's MLflow run is opened and closed through the timed calls."""
+    out = bench("logging_cost.py", cwd=tmp_path)
+    calls = {l.split()[0]: int(l.split()[1]) for l in out.splitlines() if l.startswith("tracking.")}
+    assert calls["tracking.start_trial"] == calls["tracking.end_trial"] == 2, out
+    assert calls["tracking.start_sweep"] == calls["tracking.end_sweep"] == 1, out
+    assert "of trial time" in out
+
+
+def test_repeatability(tmp_path: Path) -> None:
+    """Two runs of one configuration, each with a throughput, and their spread."""
+    out = bench("repeatability.py", cwd=tmp_path)
+    assert "CV across runs" in out and out.count("samples/s") >= 3, out

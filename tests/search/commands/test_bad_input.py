@@ -1,0 +1,84 @@
+"""Bad input: one line with the rule, the value and the fix, exit status 2,
+and no study, no MLflow run, no output directory."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import optuna
+import pytest
+from optuna.storages import JournalStorage
+from optuna.storages.journal import JournalFileBackend
+
+from conftest import run_search
+from sweep_results import assert_one_line_and_nothing_created, runs
+
+pytestmark = pytest.mark.slow
+
+CASES = [
+    ("batch_size=choice(32,64", "grammar"),
+    ("precision=choice()", "empty choice"),
+    ("precision=fp64", "precision must be one of"),
+    ("precision=choice(fp32,fp64)", "fp64"),
+    ("batch_size=-1", "batch_size"),
+    ("batch_size=abc", "batch_size"),
+    ("batch_size=choice(32,32)", "distinct"),
+    ("batch_size=range(64,32)", "start < stop"),
+    ("model_pruning.ratio=interval(0.5,0.1)", "low < high"),
+    ("model_pruning.ratio=0.95", "model_pruning.ratio"),
+    ("model_pruning.method=magic", "magic"),
+    ("loader.num_workers=-2", "loader.num_workers"),
+    ("parallel.devices=0", "parallel.devices"),
+    ("optim.lr_scaling=cubic", "cubic"),
+    ("train.budget_samples=0", "budget_samples"),
+    ("nosuch.knob=choice(1,2)", "nosuch"),
+    ("nosuch.knob=3", "nosuch"),
+    ("objective=nosuch", "nosuch"),
+    ("hydra/sweeper/sampler=nosuch", "nosuch"),
+    ("hydra/sweeper/pruner=nosuch", "nosuch"),
+    ("hydra.sweeper.early_stopping_margin=1.5", "early_stopping_margin"),
+    ("hydra.sweeper.storage=/nonexistent/dir/study.journal", "writable"),
+    ("hydra.sweeper.storage=postgresql://alice:s3cret@127.0.0.1:1/db", "reachable"),
+    ("hydra.sweep.dir=/proc/no/such/dir", "output directory must be writable"),
+    ("hydra.sweeper.direction=upward", "maximize or minimize"),
+    ("hydra.sweeper.objectives=[throughput_samples_per_s]", "same length"),
+    ("hydra.sweeper.n_trials=0", "n_trials"),
+    ("hydra.sweeper.constraints=['val_accuracy > 0.9']", "metric >= number"),
+    # numeric settings (search/sweep/settings.py): as typed, as composed, as swept
+    ("trial.timeout_s=-5", "trial.timeout_s must be a number of seconds > 0; got -5"),
+    ("hydra.sweeper.max_failure_rate=-1", "hydra.sweeper.max_failure_rate must be a number in [0, 1]; got -1"),
+    ("hydra.sweeper.nightly={repeats:1}", "hydra.sweeper.nightly.repeats must be an int >= 2"),
+    ("trial.timeout_s=choice(60,-5)", "trial.timeout_s must be a number of seconds > 0; got -5"),
+    ("hydra.sweeper.n_trials=1,2", "a hydra setting takes one value"),
+    # metric names (search/sweep/metric_names.py)
+    ("hydra.sweeper.constraints=['no_such_metric >= 1']", "got 'no_such_metric', which it never reports"),
+]
+
+
+@pytest.mark.parametrize("override, words", CASES, ids=[c[0] for c in CASES])
+def test_bad_input(workdir: Path, override: str, words: str) -> None:
+    assert_one_line_and_nothing_created(workdir, run_search("multirun", override, cwd=workdir, timeout_s=120), words)
+
+
+@pytest.mark.parametrize("overrides, words", [
+    (["hydra.sweeper.objectives=[no_such_metric]", "hydra.sweeper.direction=maximize"],
+     "hydra.sweeper.objectives must name metrics that objective 'digits' reports; got 'no_such_metric'"),
+    (["objective=resnet", "hydra.sweeper.constraints=['val_accuracy >= 0.9']"],
+     "hydra.sweeper.constraints must name metrics that objective 'resnet' reports; got 'val_accuracy'"),
+], ids=["objective", "accuracy-on-resnet"])
+def test_a_metric_the_workload_never_reports_is_refused(workdir: Path, overrides: list[str], words: str) -> None:
+    result = run_search("multirun", *overrides, cwd=workdir, timeout_s=120)
+    assert_one_line_and_nothing_created(workdir, result, words)
+
+
+def test_unreachable_mlflow_fails_fast(workdir: Path) -> None:
+    result = run_search("multirun", cwd=workdir, timeout_s=120, env={"MLFLOW_TRACKING_URI": "http://127.0.0.1:1"})
+    assert_one_line_and_nothing_created(workdir, result, "MLflow tracking URI must be reachable")
+
+
+def test_a_study_with_other_directions_is_refused_untouched(workdir: Path) -> None:
+    storage = JournalStorage(JournalFileBackend(str(workdir / "optuna.journal")))
+    optuna.create_study(study_name="digits", storage=storage, direction="minimize")
+    result = run_search("multirun", cwd=workdir, timeout_s=120)
+    assert result.returncode == 2 and "already exists with directions ['minimize']" in result.stderr
+    assert len(storage.get_all_studies()) == 1 and not (workdir / "multirun").exists()
+    assert runs(workdir, "sweep") == []

@@ -1,0 +1,84 @@
+"""Values the machine cannot run leave the space with a notice; forcing one
+is exit status 2 with the reason."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from optuna.distributions import CategoricalDistribution
+
+from conftest import run_search
+from search.errors import BadInput
+from search.measure.hardware import check_memory_cap, fit_to_machine
+from search.sweep.space import build_space
+
+REMOVED = {"precision=fp16": "needs a CUDA GPU", "precision=fp8": "needs sm_89+ and torchao"}
+RUNNABLE = {"precision": ["fp32", "bf16"], "parallel.devices": [1, 2]}
+
+
+def test_unrunnable_values_leave_the_space_with_their_reasons() -> None:
+    space = build_space({}, ["precision=choice(fp32,bf16,fp16,fp8)", "parallel.devices=choice(1,2,4)"])
+    fitted, notes = fit_to_machine(space, REMOVED, RUNNABLE)
+    assert fitted.distributions == {"precision": CategoricalDistribution(["fp32", "bf16"]),
+                                    "parallel.devices": CategoricalDistribution([1, 2])}
+    assert notes == ["precision=fp16 (needs a CUDA GPU)", "precision=fp8 (needs sm_89+ and torchao)",
+                     "parallel.devices=4 (this machine runs parallel.devices in [1, 2])"]
+
+
+def test_forcing_an_unrunnable_value_or_leaving_nothing_is_bad_input() -> None:
+    with pytest.raises(BadInput, match="precision=fp16 cannot run on this machine: needs a CUDA GPU"):
+        fit_to_machine(build_space({}, ["batch_size=choice(1,2)", "precision=fp16"]), REMOVED, RUNNABLE)
+    with pytest.raises(BadInput, match="no value this machine can run"):
+        fit_to_machine(build_space({}, ["precision=choice(fp16,fp8)"]), REMOVED, RUNNABLE)
+
+
+def test_an_address_space_cap_is_refused_where_a_gpu_is_visible() -> None:
+    check_memory_cap(None, gpu_count=2)
+    check_memory_cap(4 << 30, gpu_count=0)  # a CPU sweep: the cap makes out-of-memory real
+    with pytest.raises(BadInput, match=r"^trial.max_memory_bytes must be null on a machine with a GPU \(.*\); got "
+                                       r"4294967296 with 2 GPU\(s\) visible; fix: trial.max_memory_bytes=null"):
+        check_memory_cap(4 << 30, gpu_count=2)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU-only behaviour")
+def test_on_a_cpu_machine_gpu_values_are_removed_and_forcing_one_exits_2(workdir: Path) -> None:
+    removed = run_search("multirun", "hydra.sweeper.params=null", "precision=choice(fp32,fp16,tf32,fp8)",
+                         "model_pruning.method=choice(structured,'2:4')", "model_pruning.ratio=0.5",
+                         "framework.cudnn_benchmark=choice(false,true)",
+                         "memory.expandable_segments=choice(false,true)",
+                         "hydra.sweeper.n_trials=1", "train.budget_samples=200", cwd=workdir)
+    assert removed.returncode == 0, removed.stderr[-2000:]
+    line = next(l for l in removed.stdout.splitlines() if l.startswith("removed from the search space"))
+    for value in ("precision=fp16", "precision=tf32", "precision=fp8", "model_pruning.method='2:4'",
+                  "framework.cudnn_benchmark=true", "memory.expandable_segments=true"):
+        assert value in line, (value, line)
+    forced = run_search("multirun", "precision=fp16", cwd=workdir / "multirun")
+    assert forced.returncode == 2
+    assert "precision=fp16 cannot run on this machine" in forced.stderr
+    forced = run_search("multirun", "hydra.sweeper.params=null", "model_pruning.method='2:4'", "model_pruning.ratio=0.5",
+                        "precision=bf16", "batch_size=choice(32,64)", cwd=workdir / "multirun")
+    assert forced.returncode == 2
+    assert "model_pruning.method='2:4' cannot run on this machine: needs a GPU" in forced.stderr
+
+
+@pytest.mark.slow
+def test_the_batch_size_probe_drops_batch_sizes_that_run_out_of_memory(workdir: Path) -> None:
+    import optuna
+    import psutil
+
+    # a trial child needs less address space than this pytest process; 16384 images x 64 channels x 32 x 32 x 4 B
+    # is 4 GiB for the first activation alone, far past the 1 GiB to spare
+    cap = psutil.Process().memory_info().vms + 2**30
+    run = run_search("multirun", "hydra.sweeper.params=null", "batch_size=choice(32,64,16384)",
+                     "objective.channels=[64,128]", "hydra.sweeper.batch_size_probe=true",
+                     f"trial.max_memory_bytes={cap}", "hydra.sweeper.n_trials=1", "train.budget_samples=300",
+                     cwd=workdir)
+    assert run.returncode == 0, run.stderr[-2000:]
+    line = next(l for l in run.stdout.splitlines() if l.startswith("batch-size probe:"))
+    assert line == ("batch-size probe: largest batch_size that fits is 64 (64: ok, 16384: oom); "
+                    "larger values leave the space")
+    study = optuna.load_study(study_name="digits", storage=optuna.storages.JournalStorage(
+        optuna.storages.journal.JournalFileBackend(str(workdir / "optuna.journal"))))
+    assert study.trials[0].distributions["batch_size"] == CategoricalDistribution([32, 64])

@@ -1,0 +1,31 @@
+"""The nightly's regression rule on numbers with known answers: a drop must
+be both significant for the repeats' noise and at least min_drop."""
+from __future__ import annotations
+
+from search.nightly.regression import compare
+
+
+def test_a_clear_drop_is_a_regression_and_noise_is_not() -> None:
+    before = [3000.0, 3100.0, 2900.0]
+    slow = compare([900.0, 880.0, 870.0], before, alpha=0.01, min_drop=0.05)
+    assert slow.regressed and slow.tested and slow.p_value < 1e-4 and round(slow.change, 2) == -0.71
+    same = compare([3000.0, 3050.0, 2990.0], before, alpha=0.01, min_drop=0.05)
+    assert not same.regressed and same.p_value > 0.3
+
+
+def test_a_significant_but_small_drop_is_not_a_regression() -> None:
+    tiny = compare([3000.0, 3000.5, 3001.0], [3100.0, 3100.5, 3101.0], alpha=0.01, min_drop=0.05)
+    assert tiny.p_value < 0.01 and not tiny.regressed  # -3%: real, yet under min_drop
+
+
+def test_a_large_but_noisy_drop_is_not_a_regression() -> None:
+    noisy = compare([1500.0, 3300.0, 2000.0], [3000.0, 1600.0, 3400.0], alpha=0.01, min_drop=0.05)
+    assert noisy.change < -0.05 and noisy.p_value > 0.01 and not noisy.regressed
+
+
+def test_one_earlier_measurement_is_a_fixed_value_and_none_means_no_verdict() -> None:
+    one = compare([2000.0, 2050.0, 1990.0], [3100.0], alpha=0.01, min_drop=0.05)
+    assert one.regressed and one.n_before == 1 and "one-sample" in one.why
+    assert not compare([2000.0, 2050.0], [], alpha=0.01, min_drop=0.05).tested
+    assert not compare([], [3100.0], alpha=0.01, min_drop=0.05).tested
+    assert not compare([2000.0], [3100.0, 3000.0], alpha=0.01, min_drop=0.05).tested  # one repeat: no spread

@@ -1,0 +1,30 @@
+"""A configuration that already ran is not run again while unseen ones remain
+(real Optuna, TPE, in-process)."""
+from __future__ import annotations
+
+import random
+
+import optuna
+from optuna.distributions import CategoricalDistribution
+from optuna.trial import TrialState
+
+from search.sweep.no_repeat import REPEAT_ATTR, ask_unseen
+
+SPACE = {"a": CategoricalDistribution([1, 2, 3]), "b": CategoricalDistribution(["x", "y"])}  # 6 configurations
+
+
+def test_tpe_repeats_are_replaced_by_unseen_configurations_until_the_space_is_used_up() -> None:
+    study = optuna.create_study(directions=["maximize", "maximize"],
+                                sampler=optuna.samplers.TPESampler(seed=0, n_startup_trials=2))
+    rng = random.Random(0)
+    ran = []
+    for _ in range(6):
+        trial = ask_unseen(study, SPACE, rng)
+        ran.append((trial.params["a"], trial.params["b"]))
+        study.tell(trial, [float(trial.params["a"]), 1.0 if trial.params["b"] == "x" else 0.0])
+    assert len(set(ran)) == 6  # every configuration once, none twice
+    skipped = [t for t in study.trials if t.state == TrialState.FAIL]
+    assert skipped  # TPE did propose repeats (2 with this seed)
+    assert all(REPEAT_ATTR in t.user_attrs and t.user_attrs["outcome"] == "skipped" for t in skipped)
+    seventh = ask_unseen(study, SPACE, rng)  # nothing unseen is left: the proposal runs
+    assert (seventh.params["a"], seventh.params["b"]) in set(ran)

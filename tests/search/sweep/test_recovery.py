@@ -1,0 +1,130 @@
+"""Nothing lost: SIGKILL of the sweep then the same command, SIGTERM, and no
+orphan processes. Real sweeps in subprocesses; the trial processes are found
+in the process table by an environment token only the test's sweep carries."""
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from mlflow.tracking import MlflowClient
+from optuna.trial import TrialState
+
+from conftest import REPO, run_search
+from sweep_results import load_study, runs, tagged_processes, wait_gone
+
+pytestmark = pytest.mark.slow
+
+ARGS = ["hydra.sweeper.n_trials=2", "train.budget_samples=6000", "batch_size=choice(32,64)",
+        "loader.num_workers=1", "parallel.devices=1", "hydra.sweeper.seed=3",
+        "hydra.sweeper.early_stopping=false"]  # every trial must complete here; early stopping has its own tests
+
+
+def start_sweep(workdir: Path, token: str, *args: str) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": str(REPO), "SEARCH_TEST_TOKEN": token}
+    return subprocess.Popen([sys.executable, "-m", "search", "multirun", *args], cwd=workdir, env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def wait_until_a_trial_runs(workdir: Path, proc: subprocess.Popen, completed_before: int, timeout_s: float = 120):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, proc.communicate()
+        if (workdir / "optuna.journal").exists():
+            try:
+                trials = load_study(workdir).trials
+            except KeyError:  # the study is not written yet
+                trials = []
+            done = [t for t in trials if t.state == TrialState.COMPLETE]
+            running = [t for t in trials if t.state == TrialState.RUNNING and "mlflow_run_id" in t.user_attrs]
+            if len(done) >= completed_before and running:
+                time.sleep(1.0)  # let the trial's process tree start
+                return running[0]
+        time.sleep(0.2)
+    raise AssertionError("no trial started running in time")
+
+
+def test_sigkill_mid_trial_then_the_same_command_resumes_without_loss_or_duplicates(workdir: Path) -> None:
+    token = uuid.uuid4().hex
+    proc = start_sweep(workdir, token, *ARGS)
+    killed = wait_until_a_trial_runs(workdir, proc, completed_before=1)
+    assert len(tagged_processes(token)) >= 3  # sweep, forkserver, trial (+ loader worker)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    assert wait_gone(token) == [], "a killed sweep left trial processes behind"
+
+    again = run_search("multirun", *ARGS, cwd=workdir)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert f"trial {killed.number} was left running by a killed sweep: closed as failed, enqueued again" in again.stdout
+
+    everything = load_study(workdir).trials
+    assert sorted(t.number for t in everything) == list(range(len(everything)))
+    # The same seed replays the same first proposals on resume: repeats are skipped, not run.
+    trials = [t for t in everything if t.user_attrs.get("outcome") != "skipped"]
+    by_number = {t.number: t for t in trials}
+    assert by_number[killed.number].state == TrialState.FAIL
+    assert by_number[killed.number].user_attrs["outcome"] == "crashed"
+    retry = [t for t in trials if t.user_attrs.get("search.retry_of") == killed.number]
+    assert len(retry) == 1 and retry[0].params == killed.params and retry[0].state == TrialState.COMPLETE
+    complete = [t for t in trials if t.state == TrialState.COMPLETE]
+    assert len(complete) == 3  # one before the kill, the retry and one new trial: n_trials=2 per invocation
+    assert len(trials) == 4
+
+    client = MlflowClient(f"sqlite:///{workdir}/mlflow.db")
+    assert client.get_run(killed.user_attrs["mlflow_run_id"]).info.status == "KILLED"
+    assert client.get_run(killed.user_attrs["mlflow_parent_run_id"]).info.status == "KILLED"
+    all_runs = runs(workdir, "trial") + runs(workdir, "sweep")
+    assert [r for r in all_runs if r.info.status == "RUNNING"] == []
+    assert sorted(int(r.data.tags["search.trial_number"]) for r in runs(workdir, "trial")) == sorted(by_number)
+
+
+@pytest.mark.parametrize("signum, status, said", [(signal.SIGTERM, 143, "terminated by SIGTERM"),
+                                                  (signal.SIGINT, 130, "interrupted by SIGINT (Ctrl-C)")])
+def test_sigterm_or_one_ctrl_c_closes_the_running_trial_enqueues_it_again_and_leaves_no_processes(
+        workdir: Path, signum: signal.Signals, status: int, said: str) -> None:
+    token = uuid.uuid4().hex
+    proc = start_sweep(workdir, token, *ARGS)
+    running = wait_until_a_trial_runs(workdir, proc, completed_before=0)
+    started = time.monotonic()
+    proc.send_signal(signum)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert time.monotonic() - started < 30
+    assert proc.returncode == status, stderr[-3000:]
+    assert said in stderr and "resume" in stderr
+    assert wait_gone(token) == []
+
+    trials = load_study(workdir).trials
+    trial = trials[running.number]
+    assert trial.state == TrialState.FAIL
+    assert trial.user_attrs["reason"] == f"sweep {said}"
+    assert f"trial {running.number}: enqueued again" in stdout  # preempted or interrupted: it measured nothing
+    assert [t.system_attrs["fixed_params"] for t in trials if t.state == TrialState.WAITING] == [running.params]
+    client = MlflowClient(f"sqlite:///{workdir}/mlflow.db")
+    assert client.get_run(trial.user_attrs["mlflow_run_id"]).info.status == "FAILED"
+    assert client.get_run(trial.user_attrs["mlflow_parent_run_id"]).info.status == "KILLED"
+
+
+def test_two_workers_closing_the_same_stale_trial_retry_it_once() -> None:
+    """Every live worker sees a dead worker's trial as stale at the same time;
+    the one whose FAIL lands retries it, the other steps aside without an error."""
+    import optuna
+    from search.sweep.recovery import WORKER_ATTR, close_stale, stale_trials
+
+    study = optuna.create_study(directions=["maximize", "maximize"])
+    trial = study.ask({"batch_size": optuna.distributions.CategoricalDistribution([32, 64])})
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    trial.set_user_attr(WORKER_ATTR, f"{socket.gethostname()}:{int(gone.stdout)}:{time.time():.2f}")  # exited
+    seen_by_first, seen_by_second = stale_trials(study, 60.0), stale_trials(study, 60.0)
+    assert [t.number for t in seen_by_first] == [t.number for t in seen_by_second] == [trial.number]
+
+    assert close_stale(study, seen_by_first[0], max_retries=1) is True
+    assert close_stale(study, seen_by_second[0], max_retries=1) is None
+    states = [t.state for t in study.get_trials(deepcopy=False)]
+    assert states == [TrialState.FAIL, TrialState.WAITING]  # failed once, enqueued once
+    assert study.trials[0].user_attrs["outcome"] == "crashed"

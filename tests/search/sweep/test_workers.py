@@ -1,0 +1,96 @@
+"""Several workers on one study, started at the same moment: on the default
+journal file and on SQLite. Unique trial numbers, each enqueued trial run
+exactly once, no "database is locked" crash, totals add up."""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import optuna
+import pytest
+from mlflow.tracking import MlflowClient
+from omegaconf import OmegaConf
+from optuna.trial import TrialState
+
+from conftest import REPO
+
+pytestmark = pytest.mark.slow
+
+ENQUEUED = [{"batch_size": 32}, {"batch_size": 128}]
+
+
+def storage_of(kind: str, workdir: Path) -> tuple[str, str]:
+    """(what the sweep is given, what this test opens)"""
+    if kind == "journal":
+        return str(workdir / "study.journal"), str(workdir / "study.journal")
+    url = f"sqlite:///{workdir}/study.db"
+    return url, url
+
+
+def open_study(kind: str, spec: str) -> optuna.Study:
+    if kind == "journal":
+        from optuna.storages import JournalStorage
+        from optuna.storages.journal import JournalFileBackend
+
+        storage = JournalStorage(JournalFileBackend(spec))
+    else:
+        storage = optuna.storages.RDBStorage(spec)
+    return optuna.create_study(study_name="w", storage=storage, directions=["maximize", "maximize"],
+                               load_if_exists=True)
+
+
+@pytest.mark.parametrize("kind, workers", [("journal", 2), ("journal", 4), ("sqlite", 2), ("sqlite", 4)])
+def test_workers_share_one_study(workdir: Path, kind: str, workers: int) -> None:
+    given, opened = storage_of(kind, workdir)
+    study = open_study(kind, opened)
+    for params in ENQUEUED:
+        study.enqueue_trial(params)
+    per_worker = 2
+    env = {**os.environ, "PYTHONPATH": str(REPO), "MLFLOW_TRACKING_URI": f"sqlite:///{workdir}/mlflow.db"}
+    procs = [subprocess.Popen(
+        [sys.executable, "-m", "search", "multirun", f"hydra.sweeper.storage={given}", "hydra.sweeper.study_name=w",
+         f"hydra.sweeper.n_trials={per_worker}", "hydra.sweeper.params=null", "batch_size=choice(16,32,48,64,96,128)",
+         "train.budget_samples=256", "parallel.devices=1", "loader.num_workers=0", f"hydra.sweep.dir=multirun/{i}"],
+        cwd=workdir, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE) for i in range(workers)]
+    results = [p.communicate(timeout=600) for p in procs]
+    for proc, (out, err) in zip(procs, results):
+        assert proc.returncode == 0, err[-3000:]
+        assert "locked" not in err
+    everything = open_study(kind, opened).trials
+    assert sorted(t.number for t in everything) == list(range(len(everything)))  # unique, none lost
+    trials = [t for t in everything if t.user_attrs.get("outcome") != "skipped"]  # repeats skipped: search/sweep/no_repeat.py
+    assert len(trials) == workers * per_worker
+    assert all(t.state == TrialState.COMPLETE for t in trials), [t.user_attrs.get("reason") for t in trials]
+    enqueued = [t for t in trials if "fixed_params" in t.system_attrs and "search.replaces" not in t.user_attrs]
+    assert sorted(t.params["batch_size"] for t in enqueued) == [32, 128]
+    client = MlflowClient(f"sqlite:///{workdir}/mlflow.db")
+    runs = client.search_runs([client.get_experiment_by_name("w").experiment_id],
+                              "tags.`search.role` = 'trial'", max_results=100)
+    assert sorted(int(r.data.tags["search.trial_number"]) for r in runs) == sorted(t.number for t in trials)
+
+
+def test_two_sweeps_started_together_keep_separate_sweep_dirs(workdir: Path) -> None:
+    """Without hydra.sweep.dir, two sweeps started in the same second in the same directory
+    used to share multirun/<date>/<time>/ and overwrite each other's 0/, 1/ and report/."""
+    env = {**os.environ, "PYTHONPATH": str(REPO), "MLFLOW_TRACKING_URI": f"sqlite:///{workdir}/mlflow.db"}
+    command = [sys.executable, "-m", "search", "multirun", "hydra.sweeper.study_name=together",
+               "hydra.sweeper.n_trials=2", "hydra.sweeper.params=null", "batch_size=choice(16,32,48,64,96,128)",
+               "train.budget_samples=256", "parallel.devices=1", "loader.num_workers=0"]
+    procs = [subprocess.Popen(command, cwd=workdir, env=env, text=True, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE) for _ in range(2)]
+    for proc in procs:
+        out, err = proc.communicate(timeout=600)
+        assert proc.returncode == 0, err[-3000:]
+    sweep_dirs = sorted(p.parent for p in workdir.glob("multirun/*/*/report"))
+    assert len(sweep_dirs) == 2, sorted(str(p.relative_to(workdir)) for p in workdir.glob("multirun/*/*"))
+    for sweep_dir in sweep_dirs:
+        assert re.fullmatch(r"\d{4}-\d{2}-\d{2}/\d{2}-\d{2}-\d{2}-[0-9a-f]{6}",
+                            str(sweep_dir.relative_to(workdir / "multirun")))  # Hydra's layout, plus an id
+        assert sorted(p.name for p in sweep_dir.iterdir() if p.is_dir()) == ["0", "1", "report"]
+        assert list((sweep_dir / "report").glob("*.html"))
+        for job in ("0", "1"):  # each job ran in its own sweep's directory
+            saved = OmegaConf.load(sweep_dir / job / ".hydra" / "hydra.yaml")
+            assert Path(saved.hydra.runtime.output_dir) == (sweep_dir / job).resolve()

@@ -1,0 +1,64 @@
+"""What a trial's child process is started with: the allocator's settings
+and the CUDA device order in its environment before torch starts CUDA, on
+the real CLI and the real forkserver child (this machine has no GPU: what
+is checked is the environment torch reads, not a CUDA allocation)."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from objectives.knobs.memory import allocator_conf
+
+from conftest import REPO, TESTS, run_search
+
+ENV_OBJECTIVE = ["objective=custom", "objective.callable=env_objective:objective"]
+
+
+def test_allocator_settings_merge_the_knob_into_the_users_own() -> None:
+    assert allocator_conf(True, None) == "expandable_segments:True"
+    assert allocator_conf(True, "max_split_size_mb:64, expandable_segments:False") == \
+        "max_split_size_mb:64,expandable_segments:True"
+    assert allocator_conf(False, "expandable_segments:True,garbage_collection_threshold:0.8") == \
+        "garbage_collection_threshold:0.8,expandable_segments:False"
+
+
+def test_the_trial_process_starts_with_expandable_segments_and_the_pci_device_order(workdir: Path) -> None:
+    env = {"PYTHONPATH": os.pathsep.join([str(REPO), str(TESTS)]), "PYTORCH_CUDA_ALLOC_CONF": "max_split_size_mb:64"}
+    result = run_search("run", *ENV_OBJECTIVE, "memory.expandable_segments=true", cwd=workdir, env=env, timeout_s=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    rows = {line.split()[1]: line.split()[3] for line in result.stdout.splitlines()
+            if line.startswith("│") and len(line.split()) >= 4}
+    assert rows.get("allocator_expandable_segments") == "1", result.stdout
+    assert rows.get("allocator_keeps_user_setting") == "1", result.stdout
+    assert rows.get("cuda_device_order_pci_bus") == "1", result.stdout
+
+
+def test_every_isolated_trial_counts_cuda_devices_in_pci_bus_order() -> None:
+    from search.trial.isolate import run_isolated
+
+    # any caller of the isolated child (selftest, the batch-size probe, benchmark scripts), not only the CLI
+    result = run_isolated({"objective": {"name": "custom", "callable": "env_objective:objective"}}, timeout_s=120)
+    assert result["outcome"] == "ok", result["reason"]
+    assert result["metrics"]["cuda_device_order_pci_bus"] == 1.0
+
+
+def _slow_compile_trial(compile_s: float, compile_timeout_s: float, timeout_s: float = 10.0) -> dict:
+    from search.trial.isolate import run_isolated, warm_up
+
+    warm_up().join()  # the forkserver's own start (it imports torch) is not the trial's time
+    cfg = {"objective": {"name": "custom", "callable": "slow_compile_objective:objective"},
+           "slow": {"compile_s": compile_s, "train_s": 0.2}, "trial": {"compile_timeout_s": compile_timeout_s}}
+    return run_isolated(cfg, timeout_s=timeout_s)
+
+
+def test_compile_time_counts_against_its_own_budget_not_the_trials_timeout() -> None:
+    # The compile sleeps 15 s, past trial.timeout_s=10 on any machine (was: a timeout, compiling counted);
+    # what is left, starting the child and 0.2 s of steps, fits in 10 s even on a loaded machine.
+    ok = _slow_compile_trial(compile_s=15.0, compile_timeout_s=60)
+    assert ok["outcome"] == "ok", ok["reason"]
+    assert ok["metrics"]["compile_s"] >= 15.0 and ok["metrics"]["trial_wall_s"] > 15.0
+    # Past its own budget the compile counts like any other time: 10 s + 1 s < 15 s, whatever the load.
+    late = _slow_compile_trial(compile_s=15.0, compile_timeout_s=1)
+    assert late["outcome"] == "timeout"
+    assert late["reason"] == ("ran past trial.timeout_s=10 plus 1 s of torch.compile "
+                              "(up to trial.compile_timeout_s=1 s is not counted)")
