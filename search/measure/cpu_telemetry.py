@@ -76,18 +76,3 @@ def _pss_bytes(proc: psutil.Process) -> int:
     except (psutil.AccessDenied, AttributeError):  # no smaps access: RSS is the honest fallback
         return proc.memory_info().rss
 
-
-def kill_tree(pid: int, timeout_s: float = 5.0) -> None:
-    """SIGKILL a process and every descendant (ranks, loader workers); no orphans."""
-    try:
-        root = psutil.Process(pid)
-        procs = [root, *root.children(recursive=True)]
-    except psutil.Error:
-        return
-    for proc in procs:
-        try:
-            proc.kill()
-        except psutil.Error:
-            pass
-    psutil.wait_procs(procs, timeout=timeout_s)
-

@@ -27,7 +27,8 @@ from typing import Any
 from search.trial import child as trial_child
 from search.measure.gpu_telemetry import GpuSampler, trial_gpu_indices
 from search.measure.mfu import trial_mfu
-from search.measure.cpu_telemetry import TreeSampler, kill_tree
+from search.measure.cpu_telemetry import TreeSampler
+from search.trial.process_tree import kill_tree
 
 _PRELOAD = ["torch", "objectives", "search.trial.child"]
 DEFAULT_COMPILE_TIMEOUT_S = 1800.0  # trial.compile_timeout_s when a config has none
