@@ -91,8 +91,11 @@ from objectives.workload import Workload
 from objectives.workloads import build_workload
 
 
-def run_trial(cfg: dict, report: Report | None = None) -> TrialResult:
+def run_trial(cfg: dict, report: Report | None = None, parsed: TrialConfig | None = None) -> TrialResult:
     """Train the configured workload for its sample budget and measure it.
+
+    ``parsed`` is ``cfg`` as a TrialConfig when the caller parsed it already
+    (the sweep parses each trial's config once); else it is parsed here.
 
     ``report(step, val_accuracy) -> should_stop``, when given, receives the
     learning curve (objectives/in_trial_stopping.py); a trial it stops, or one whose
@@ -103,7 +106,7 @@ def run_trial(cfg: dict, report: Report | None = None) -> TrialResult:
     without CUDA, more ranks than devices), and RuntimeError if any rank
     fails; a non-finite loss is not an error but the outcome "diverged".
     """
-    trial = parse_config(cfg)
+    trial = parsed if parsed is not None else parse_config(cfg)
     apply_expandable_segments(trial.memory.expandable_segments)  # before anything starts CUDA
     if isinstance(trial.objective, CustomConfig) and trial.objective.callable is not None:
         return run_callable(trial.objective.callable, cfg)
