@@ -1,8 +1,8 @@
 """Registers `hydra/sweeper=search` with Hydra.
 
 Thin on purpose, like Hydra's own plugins: a config dataclass and a plugin
-class that imports the implementation (search.sweeper) only when a sweep
-really starts, so Hydra's plugin scan stays cheap.
+class that imports the implementation (search/sweep/sweeper.py) only when a
+sweep really starts, so Hydra's plugin scan stays cheap.
 """
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
@@ -26,7 +26,7 @@ _SAMPLERS = {
 # multivariate TPE with 5 startup trials had a better front than Optuna's TPE defaults.
 _SAMPLER_ARGS = {"gp": {"n_startup_trials": 5}, "tpe": {"multivariate": True, "n_startup_trials": 5}}
 
-# Optuna's pruners for single-objective sweeps (docs/early_stopping.md); steps are evaluations, 10 per trial by default.
+# Optuna's pruners for single-metric sweeps (docs/early_stopping.md); steps are evaluations, 10 per trial by default.
 _PRUNERS = {
     "median": {"_target_": "optuna.pruners.MedianPruner", "n_startup_trials": 5, "n_warmup_steps": 3,
                "interval_steps": 1},
@@ -57,24 +57,27 @@ class NightlyConf:
 
 @dataclass
 class SearchSweeperConf:
-    """Keys of the old hydra-optuna-sweeper plugin, plus `objectives`."""
+    """Keys of the old hydra-optuna-sweeper plugin, plus `metrics` (what the old plugin's users named
+    `objectives`, still read with a one-line deprecation warning)."""
 
     _target_: str = "hydra_plugins.search_sweeper.search_sweeper.SearchSweeper"
     _recursive_: bool = False  # the sweeper builds the sampler itself (the grid sampler needs the space)
     # gp: fewest trials to the target in scripts/bench/search_efficiency.py (docs/BENCHMARKS.md)
     defaults: List[Any] = field(default_factory=lambda: ["_self_", {"sampler": "gp"}, {"pruner": "median"}])
     sampler: Any = None
-    pruner: Any = None  # hydra/sweeper/pruner: Optuna's pruner on the accuracy curve of single-objective sweeps
+    pruner: Any = None  # hydra/sweeper/pruner: Optuna's pruner on the accuracy curve of single-metric sweeps
     early_stopping: bool = True  # false: every trial trains its whole budget
-    # Two objectives: a trial stops after its throughput probe when it is this fraction slower than the fastest
+    # Two metrics: a trial stops after its throughput probe when it is this fraction slower than the fastest
     # completed trial with the best accuracy so far (it cannot reach the Pareto front then).
     early_stopping_margin: float = 0.1
     # ...and only once this many trials completed with both metrics: the best accuracy of the first one or two
     # trials is a poor bet (at a fixed sample budget, smaller batches often learn more and run slower).
     early_stopping_startup_trials: int = 5
     direction: Any = field(default_factory=lambda: ["maximize", "maximize"])
-    # Metric names the directions apply to, when a trial returns a dict of metrics.
-    objectives: Any = field(default_factory=lambda: ["throughput_samples_per_s", "val_accuracy"])
+    # Metric names the directions apply to, when a trial returns a dict of metrics (Optuna: study.set_metric_names).
+    metrics: Any = field(default_factory=lambda: ["throughput_samples_per_s", "val_accuracy"])
+    objectives: Any = None  # deprecated: the old name of `metrics`; when set, it wins, with a warning
+
     storage: Optional[str] = None  # null: a journal file ./optuna.journal that a re-run resumes
     study_name: Optional[str] = None  # null: the objective's name (or the app's job name)
     n_trials: int = 20  # new trials started by this invocation

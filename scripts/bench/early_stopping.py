@@ -37,7 +37,7 @@ SECTION = "## Early stopping"
 COMMON = ["hydra/sweeper/sampler=random", "hydra.sweeper.seed=0"]
 MODES = {
     "pareto": [],
-    "constrained": ["hydra.sweeper.objectives=[throughput_samples_per_s]", "hydra.sweeper.direction=maximize",
+    "constrained": ["hydra.sweeper.metrics=[throughput_samples_per_s]", "hydra.sweeper.direction=maximize",
                     "hydra.sweeper.constraints=['val_accuracy >= 0.9']"],
 }
 QUICK = ["hydra.sweeper.n_trials=4", "hydra.sweeper.early_stopping_startup_trials=1",

@@ -38,7 +38,7 @@ from benchdoc import load_averages, update_summary, write_section  # noqa: E402
 
 DATA = Path(__file__).resolve().parent / "data"
 SECTION = "## Search efficiency"
-OBJECTIVES = ["throughput_samples_per_s", "val_accuracy"]
+OPTIMISED_METRICS = ["throughput_samples_per_s", "val_accuracy"]
 DIRECTIONS = ["maximize", "maximize"]
 HV_AT = (10, 20, 40)
 TARGET_FRACTION = 0.95
@@ -185,7 +185,7 @@ def replay(table: Table, name: str, seed: int, floor: float, target: float, min_
     while n < limit and not (reached and n >= min_trials):
         trial = ask_unseen(study, dists, rng)
         result = table.results[key_of(trial.params, keys)]
-        tell(study, trial, score(result, OBJECTIVES, 2, constraints), DIRECTIONS)
+        tell(study, trial, score(result, OPTIMISED_METRICS, 2, constraints), DIRECTIONS)
         record(result)
     return {"trials_to_target": reached or limit, "hv": hv}
 

@@ -1,9 +1,9 @@
 """A real sweep (`python -m search multirun ...`) with every call into
-search.tracking.mlflow_runs timed: the MLflow cost of a sweep, measured where it is paid.
+search.tracking.mlflow_runs and mlflow_client timed: the MLflow cost of a sweep, measured where it is paid.
 
-The wrapper replaces each public function of search.tracking.mlflow_runs with a timer
-around the same function before the sweep starts (the sweeper calls them as
-`tracking.<name>`), so the sweep runs unchanged. The timings, the sweep's
+The wrapper replaces each timed public function of those two modules with a timer
+around the same function before the sweep starts (the sweep calls them as
+`<module>.<name>`), so the sweep runs unchanged. The timings, the sweep's
 wall time and every trial's figures (read back from the Optuna journal) come
 back as one dict.
 
@@ -69,10 +69,11 @@ def main(out: str, argv: list[str]) -> None:
     import mlflow  # noqa: F401 - the import is part of what tracking costs
 
     timings = {"import_mlflow_s": time.perf_counter() - t0, "calls": []}
-    from search.tracking import mlflow_runs as tracking
+    from search.tracking import mlflow_client, mlflow_runs
 
     for name in TIMED:
-        setattr(tracking, name, _timed(name, getattr(tracking, name), timings["calls"]))
+        module = mlflow_runs if hasattr(mlflow_runs, name) else mlflow_client
+        setattr(module, name, _timed(name, getattr(module, name), timings["calls"]))
     atexit.register(lambda: Path(out).write_text(json.dumps(timings)))
     from search.__main__ import main as search_main
 

@@ -25,7 +25,8 @@ from search.reports.choose import best, candidates
 from search.sweep.constraints import parse_constraints
 from search.errors import BadInput, exit_bad_input
 from search.sweep.space import to_override
-from search.commands.report import add_study_arguments, objective_names, open_study
+from search.commands.report import add_study_arguments, open_study
+from search.sweep.study import study_metrics
 
 OVERRIDES = "overrides"  # trial attribute: the Hydra overrides the sweeper launched the trial with
 
@@ -37,10 +38,10 @@ def job_overrides(trial: optuna.trial.FrozenTrial) -> list[str]:
 
 
 def choose(study: optuna.Study, metric: str | None, direction: str | None, where: list[str]) -> dict:
-    names = objective_names(study)
+    names = study_metrics(study)
     metric = metric or names[0]
     if direction is None and metric not in names:
-        raise BadInput(f"--direction is needed for a metric that is not one of the study's objectives {names}; "
+        raise BadInput(f"--direction is needed for a metric that is not one of the study's metrics {names}; "
                        f"got --best {metric}; fix: --best {metric} --direction minimize (or maximize)")
     direction = direction or study.directions[names.index(metric)].name.lower()
     rules = parse_constraints(where)

@@ -54,7 +54,7 @@ def check_command_line(args: list[str]) -> list[str]:
                        f"fix: see conf/ for the names (python -m search multirun --info defaults)") from None
     check_section("trial", OmegaConf.to_container(cfg.trial, resolve=True) if "trial" in cfg else None)
     if "trial" in cfg and cfg.trial.get("max_memory_bytes") is not None:
-        from search.commands.doctor import gpus
+        from search.measure.machine import gpus
 
         check_memory_cap(cfg.trial.max_memory_bytes, gpus().count)
     return args

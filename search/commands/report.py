@@ -11,20 +11,11 @@ from pathlib import Path
 
 import optuna
 
-from search.tracking import mlflow_runs as tracking
+from search.tracking.mlflow_client import configure_client
 from search.errors import BadInput, exit_bad_input
-from search.reports.plots import write_plots
+from search.reports.plots import write_report
 from search.reports.tables import print_front
-from search.sweep.study import open_storage
-
-OBJECTIVES = "search.objectives"  # study attribute: the metric names of the study's values
-
-
-def objective_names(study: optuna.Study) -> list[str]:
-    names = study.user_attrs.get(OBJECTIVES)
-    return list(names) if names and len(names) == len(study.directions) else [
-        f"value_{i}" for i in range(len(study.directions))]
-
+from search.sweep.study import open_storage, study_metrics
 
 def parent_run_id(study: optuna.Study) -> str | None:
     """The MLflow parent run of the study's latest sweep."""
@@ -32,19 +23,6 @@ def parent_run_id(study: optuna.Study) -> str | None:
         if trial.user_attrs.get("mlflow_parent_run_id"):
             return trial.user_attrs["mlflow_parent_run_id"]
     return None
-
-
-def write_report(study: optuna.Study, out_dir: Path, run_id: str | None) -> list[Path]:
-    """Plots to out_dir and to the MLflow run; returns the files written."""
-    plots = write_plots(study, objective_names(study), out_dir)
-    for why in plots.skipped:
-        print(f"report: no plot of {why}", flush=True)
-    if plots.files:
-        print(f"report: {len(plots.files)} files in {out_dir}", flush=True)
-        problem = tracking.log_report(run_id, plots.files)
-        if problem:
-            print(f"warning: the report is not in MLflow ({problem}); it is on disk", flush=True)
-    return plots.files
 
 
 def open_study(storage: str | None, study_name: str | None) -> optuna.Study:
@@ -71,12 +49,12 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--out", type=Path, default=None, help="directory for the plots (default report-<study>)")
     args = parser.parse_args(argv)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    tracking.configure_client()
+    configure_client()
     try:
         study = open_study(args.storage, args.study_name)
     except BadInput as err:
         exit_bad_input(err)
-    print_front(study, objective_names(study))
+    print_front(study, study_metrics(study))
     files = write_report(study, args.out or Path(f"report-{study.study_name}"), parent_run_id(study))
     return 0 if files else 1
 

@@ -19,7 +19,7 @@ class Summary:
     study_name: str
     metric: str
     tonight: Candidate | None
-    objectives: list[str]
+    metric_names: list[str]
     incumbent: Candidate | None = None
     incumbent_night: str | None = None
     incumbent_tonight: Candidate | None = None
@@ -56,7 +56,7 @@ def markdown(s: Summary, status: str) -> str:
     if s.tonight is None:
         lines += ["No trial ran `ok` tonight: see the sweep's log and the trials' outcomes in MLflow.", ""]
     else:
-        shown = [s.metric, *[o for o in s.objectives if o != s.metric]]
+        shown = [s.metric, *[o for o in s.metric_names if o != s.metric]]
         lines += [f"- configuration: {_config(s.tonight)}",
                   *[f"- {m}: {_fmt(s.tonight.metrics.get(m, math.nan))} (median of {len(s.tonight.trials)})"
                     for m in shown],

@@ -26,7 +26,7 @@ import optuna
 from optuna.distributions import BaseDistribution
 
 from search.measure import fingerprint
-from search.tracking import mlflow_runs as tracking
+from search.tracking.mlflow_client import log_report
 from search.reports.choose import Candidate, best, candidates, key, ranked
 from search.errors import EXIT_NIGHTLY_FAILED, EXIT_REGRESSION
 from search.nightly.regression import compare
@@ -123,14 +123,14 @@ def top_up(night: Night) -> int:
     return _enqueue(night.study, tonight.params, "top_up", max(0, int(night.cfg["repeats"]) - len(tonight.trials)))
 
 
-def finish(night: Night, objectives: list[str], out_dir: Path, parent_run_id: str | None,
+def finish(night: Night, metric_names: list[str], out_dir: Path, parent_run_id: str | None,
            plot_files: list[Path]) -> int:
     """Test the incumbent, write and log the report; the exit status."""
     from search.nightly.morning_report import Summary, write
 
     metric, cfg = night.cfg["metric"], night.cfg
     tonight = candidates(night.study.get_trials(deepcopy=False))
-    summary = Summary(night.study.study_name, metric, best(tonight, metric), objectives)
+    summary = Summary(night.study.study_name, metric, best(tonight, metric), metric_names)
     if night.incumbent is not None:
         now = next((c for c in tonight if key(c.params) == key(night.incumbent.params)), None)
         summary.incumbent = night.incumbent
@@ -153,7 +153,7 @@ def finish(night: Night, objectives: list[str], out_dir: Path, parent_run_id: st
     night.study.set_user_attr(VERDICT, status)
     files = write(summary, status, out_dir, plot_files)
     print(f"nightly: {status}; report: {files[0]} and {files[1]}", flush=True)
-    problem = tracking.log_report(parent_run_id, files, tags={
+    problem = log_report(parent_run_id, files, tags={
         **run_tags(night), VERDICT: status,
         "search.nightly.regression": str(status == "regression").lower()})
     if problem:

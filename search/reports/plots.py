@@ -3,7 +3,7 @@ a PNG (optuna.visualization.matplotlib, no browser needed) and all of them
 in one interactive HTML page (optuna.visualization, plotly, with plotly.js
 inlined once so the page works offline).
 
-Plotted: the Pareto front (throughput vs. accuracy), and per objective the
+Plotted: the Pareto front (throughput vs. accuracy), and per optimised metric the
 parameter importances, the optimisation history and the knob-by-knob effect
 (slice plot). Only trials that ran `ok` and are feasible are drawn: the
 placeholder values Optuna holds for out-of-memory or infeasible trials
@@ -20,6 +20,8 @@ from typing import Any, Callable, Sequence
 import optuna
 
 from search.reports.choose import measured_ok
+from search.sweep.study import study_metrics
+from search.tracking.mlflow_client import log_report
 
 
 @dataclass
@@ -35,12 +37,12 @@ def _measured(study: optuna.Study) -> optuna.Study:
     return copy
 
 
-def _figures(study: optuna.Study, objectives: Sequence[str]) -> list[tuple[str, str, Callable[[Any], Any]]]:
+def _figures(study: optuna.Study, metric_names: Sequence[str]) -> list[tuple[str, str, Callable[[Any], Any]]]:
     """(file stem, title, make(module)) where module is optuna.visualization or its matplotlib twin."""
     out: list[tuple[str, str, Callable[[Any], Any]]] = []
     if len(study.directions) > 1:
-        out.append(("pareto_front", "Pareto front", lambda v: v.plot_pareto_front(study, target_names=list(objectives))))
-    for i, name in enumerate(objectives):
+        out.append(("pareto_front", "Pareto front", lambda v: v.plot_pareto_front(study, target_names=list(metric_names))))
+    for i, name in enumerate(metric_names):
         target = (lambda t, i=i: t.values[i]) if len(study.directions) > 1 else None
         kw = {"target": target, "target_name": name}
         out += [
@@ -51,7 +53,7 @@ def _figures(study: optuna.Study, objectives: Sequence[str]) -> list[tuple[str, 
     return out
 
 
-def write_plots(study: optuna.Study, objectives: Sequence[str], out_dir: Path) -> Plots:
+def write_plots(study: optuna.Study, metric_names: Sequence[str], out_dir: Path) -> Plots:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -68,7 +70,7 @@ def write_plots(study: optuna.Study, objectives: Sequence[str], out_dir: Path) -
         return plots
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # Optuna marks its matplotlib plots experimental
-        for stem, title, make in _figures(measured, objectives):
+        for stem, title, make in _figures(measured, metric_names):
             try:
                 figure = make(interactive)
                 axes = make(static)
@@ -87,3 +89,16 @@ def write_plots(study: optuna.Study, objectives: Sequence[str], out_dir: Path) -
                     f"</body></html>")
     plots.files.append(page)
     return plots
+
+
+def write_report(study: optuna.Study, out_dir: Path, run_id: str | None) -> list[Path]:
+    """Plots to out_dir and to the MLflow run; returns the files written."""
+    plots = write_plots(study, study_metrics(study), out_dir)
+    for why in plots.skipped:
+        print(f"report: no plot of {why}", flush=True)
+    if plots.files:
+        print(f"report: {len(plots.files)} files in {out_dir}", flush=True)
+        problem = log_report(run_id, plots.files)
+        if problem:
+            print(f"warning: the report is not in MLflow ({problem}); it is on disk", flush=True)
+    return plots.files

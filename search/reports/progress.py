@@ -17,8 +17,8 @@ def _short(params: Mapping[str, Any]) -> str:
 class SweepProgress:
     """Context manager around rich.Progress; one printed line per finished trial."""
 
-    def __init__(self, total: int, objectives: Sequence[str], console: Console | None = None) -> None:
-        self.objectives = list(objectives)
+    def __init__(self, total: int, metric_names: Sequence[str], console: Console | None = None) -> None:
+        self.metric_names = list(metric_names)
         self.console = console or report_console()
         self._progress = Progress(
             TextColumn("[bold]{task.description}"),
@@ -50,11 +50,11 @@ class SweepProgress:
     def finished(self, number: int, outcome: str, metrics: Mapping[str, float], params: Mapping[str, Any],
                  directions: Sequence[str], reason: str = "", feasible: bool = True) -> None:
         if outcome == "ok" and feasible:
-            for name, direction in zip(self.objectives, directions):
+            for name, direction in zip(self.metric_names, directions):
                 if name in metrics:
                     better = max if direction == "maximize" else min
                     self._best[name] = better(self._best.get(name, metrics[name]), metrics[name])
-        shown = " ".join(f"{k}={metrics[k]:.4g}" for k in self.objectives if k in metrics)
+        shown = " ".join(f"{k}={metrics[k]:.4g}" for k in self.metric_names if k in metrics)
         colour = {"ok": "green", "stopped_early": "yellow"}.get(outcome, "red")
         tail = f" [dim]{reason}[/dim]" if reason and outcome != "ok" else ("" if feasible else " [yellow]infeasible: violates a constraint[/yellow]")
         self._progress.console.print(f"trial {number} [{colour}]{outcome}[/{colour}] {shown}  [dim]{_short(params)}[/dim]{tail}")

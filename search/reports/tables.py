@@ -19,7 +19,7 @@ def _fmt(value: Any) -> str:
 
 
 def front_trials(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
-    """The Pareto front (several objectives) or the best five (one objective)."""
+    """The Pareto front (several metrics) or the best five (one metric)."""
     if len(study.directions) > 1:
         return sorted(study.best_trials, key=lambda t: t.values[0], reverse=True)
     done = [t for t in study.get_trials(deepcopy=False)
@@ -28,12 +28,12 @@ def front_trials(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
     return sorted(done, key=lambda t: t.value, reverse=reverse)[:5]
 
 
-def front_table(study: optuna.Study, objectives: Sequence[str]) -> Table:
+def front_table(study: optuna.Study, metric_names: Sequence[str]) -> Table:
     trials = front_trials(study)
     title = "Pareto front" if len(study.directions) > 1 else "Best trials"
     table = Table(title=f"{title} of study {study.study_name!r} ({len(trials)} trials)")
     table.add_column("trial", justify="right")
-    for name, direction in zip(objectives, study.directions):
+    for name, direction in zip(metric_names, study.directions):
         table.add_column(f"{name} ({direction.name.lower()})", justify="right")
     knobs = sorted({k for t in trials for k in t.params})
     for key in _SHOWN_METRICS:
@@ -57,8 +57,8 @@ def console() -> Console:
     return plain if plain.is_terminal else Console(width=220)
 
 
-def print_front(study: optuna.Study, objectives: Sequence[str]) -> None:
-    console().print(front_table(study, objectives))
+def print_front(study: optuna.Study, metric_names: Sequence[str]) -> None:
+    console().print(front_table(study, metric_names))
 
 
 def print_single(job_cfg: Mapping[str, Any], result: Mapping[str, Any]) -> None:

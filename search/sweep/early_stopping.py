@@ -1,14 +1,14 @@
 """Early stopping, decided per trial before it is launched.
 
-Two modes, chosen from the study's objectives (docs/early_stopping.md):
+Two modes, chosen from the metrics the study optimises (docs/early_stopping.md):
 
-- **one objective** (e.g. throughput subject to `val_accuracy >= 0.97`):
+- **one metric** (e.g. throughput subject to `val_accuracy >= 0.97`):
   Optuna's pruner (`hydra/sweeper/pruner`) watches the trial's accuracy
   learning curve. The trial gets `trial.optuna_study` and
   `trial.optuna_trial_number` and reports to its own Optuna trial
   (search/trial/learning_curve.py).
-- **two objectives, throughput and accuracy** (the default): Optuna's
-  pruners refuse several objectives, so a staged rule instead. A completed
+- **two metrics, throughput and accuracy** (the default): Optuna's
+  pruners refuse multi-objective studies, so a staged rule instead. A completed
   trial with the best accuracy seen so far and throughput T dominates any
   trial that is slower than T, under the assumption that no configuration
   beats the best accuracy seen so far. The trial gets
@@ -53,9 +53,9 @@ def make_pruner(cfg: Any) -> optuna.pruners.BasePruner:
     return pruner
 
 
-def staged_rule_applies(objectives: Sequence[str] | None, directions: Sequence[str]) -> bool:
-    """The probe rule needs a throughput and an accuracy objective, both maximized, and nothing else."""
-    return objectives is not None and len(objectives) == 2 and set(objectives) == {THROUGHPUT, ACCURACY} \
+def staged_rule_applies(metric_names: Sequence[str] | None, directions: Sequence[str]) -> bool:
+    """The probe rule needs a throughput and an accuracy metric, both maximized, and nothing else."""
+    return metric_names is not None and len(metric_names) == 2 and set(metric_names) == {THROUGHPUT, ACCURACY} \
         and all(d == "maximize" for d in directions)
 
 
@@ -98,14 +98,14 @@ def trial_overrides(study: optuna.Study, trial: optuna.Trial, mode: str, margin:
     return []
 
 
-def choose_mode(enabled: bool, objectives: Sequence[str] | None, directions: Sequence[str],
+def choose_mode(enabled: bool, metric_names: Sequence[str] | None, directions: Sequence[str],
                 pruner: optuna.pruners.BasePruner) -> str:
     """'pruner', 'staged' or 'off'."""
     if not enabled:
         return "off"
     if len(directions) == 1:
         return "off" if isinstance(pruner, optuna.pruners.NopPruner) else "pruner"
-    return "staged" if staged_rule_applies(objectives, directions) else "off"
+    return "staged" if staged_rule_applies(metric_names, directions) else "off"
 
 
 def describe_mode(mode: str, pruner: optuna.pruners.BasePruner, margin: float) -> str:

@@ -1,6 +1,6 @@
 """Metric names in the sweep's settings must be metrics a trial reports.
 
-`hydra.sweeper.objectives`, the metrics of `hydra.sweeper.constraints` and
+`hydra.sweeper.metrics`, the metrics of `hydra.sweeper.constraints` and
 `hydra.sweeper.nightly.metric` name trial metrics. A name no trial reports
 is a typo that would make every trial infeasible (exit 0, nothing learnt),
 so it is refused before the first trial, with the names the workload does
@@ -40,16 +40,14 @@ def sweep_metrics() -> frozenset[str]:
     return frozenset(_SWEEP_METRICS) | frozenset(summarize(readings, None, 1.0))
 
 
-def named_metrics(objectives: Sequence[str] | None, constraints: Sequence[Constraint],
-                  nightly_metric: str | None) -> dict[str, str]:
-    """Metric name -> the setting that names it."""
-    named: dict[str, str] = {}
-    if nightly_metric:
-        named[nightly_metric] = "hydra.sweeper.nightly.metric"
+def named_metrics(metric_names: Sequence[str] | None, constraints: Sequence[Constraint],
+                  others: Mapping[str, str]) -> dict[str, str]:
+    """Metric name -> the setting that names it; `others` are the sweep hooks' (hydra.sweeper.nightly.metric)."""
+    named: dict[str, str] = dict(others)
     for c in constraints:
         named[c.metric] = "hydra.sweeper.constraints"
-    for name in objectives or []:
-        named[name] = "hydra.sweeper.objectives"
+    for name in metric_names or []:
+        named[name] = "hydra.sweeper.metrics"
     return named
 
 
@@ -93,7 +91,7 @@ def unreported(result: Mapping[str, Any], wanted: Sequence[str]) -> str | None:
         return None
     return (f"the metrics the sweep names must be reported by the objective; its first trial reported "
             f"{', '.join(got) or 'no metrics'}, not {', '.join(missing)}; fix: name reported metrics in "
-            f"hydra.sweeper.objectives and constraints, or report {', '.join(missing)} from the objective")
+            f"hydra.sweeper.metrics and constraints, or report {', '.join(missing)} from the objective")
 
 
 def _listing(reported: frozenset[str]) -> str:

@@ -1,7 +1,7 @@
 """From what a job returned to what Optuna is told.
 
-- `ok`: COMPLETE with the objective values; every constraint told.
-- `oom`, `infeasible`, or an `ok` trial that lacks an objective metric
+- `ok`: COMPLETE with the values of hydra.sweeper.metrics; every constraint told.
+- `oom`, `infeasible`, or an `ok` trial that lacks one of those metrics
   (a time-to-accuracy trial that never reached its target): COMPLETE with
   placeholder values and the `runnable` constraint violated, so samplers
   learn the region and the trial never ranks as best.
@@ -20,7 +20,7 @@ from optuna.trial import TrialState
 
 from search.sweep.constraints import Constraint
 
-RUNNABLE = "runnable"  # 0 for a trial that ran and reported its objectives, 1 otherwise
+RUNNABLE = "runnable"  # 0 for a trial that ran and reported the metrics it is scored on, 1 otherwise
 INFEASIBLE_OUTCOMES = ("oom", "infeasible")
 STOPPED_EARLY = "stopped_early"
 
@@ -35,7 +35,7 @@ class Scored:
     constraints: dict[str, float] = field(default_factory=dict)
 
 
-def score(result: Any, objectives: Sequence[str] | None, n_values: int,
+def score(result: Any, metric_names: Sequence[str] | None, n_values: int,
           constraints: Sequence[Constraint]) -> Scored:
     if not isinstance(result, Mapping):  # a plain Hydra task returned a number or a list
         return _score_plain(result, n_values)
@@ -46,15 +46,15 @@ def score(result: Any, objectives: Sequence[str] | None, n_values: int,
     if scored.outcome != "ok":
         scored.constraints = _unmeasured(constraints)
         return scored
-    missing = [k for k in objectives or [] if not math.isfinite(metrics.get(k, math.nan))]
+    missing = [k for k in metric_names or [] if not math.isfinite(metrics.get(k, math.nan))]
     if missing:
         scored.outcome = "infeasible"
         scored.reason = f"the trial reported no finite {', '.join(missing)}"
         scored.constraints = _unmeasured(constraints)
         return scored
-    scored.values = [metrics[k] for k in objectives or []]
+    scored.values = [metrics[k] for k in metric_names or []]
     if len(scored.values) != n_values:
-        return Scored("crashed", f"expected {n_values} objective values, got {len(scored.values)}", metrics)
+        return Scored("crashed", f"expected {n_values} values (one per metric), got {len(scored.values)}", metrics)
     scored.constraints = {str(c): c.violation(metrics) for c in constraints}
     return scored
 
@@ -71,7 +71,7 @@ def _score_plain(result: Any, n_values: int) -> Scored:
     except (TypeError, ValueError):
         return Scored("crashed", f"the task returned {type(result).__name__}, not numbers or a metrics dict")
     if len(values) != n_values or not all(math.isfinite(v) for v in values):
-        return Scored("crashed", f"expected {n_values} finite objective values, got {values}")
+        return Scored("crashed", f"expected {n_values} finite values (one per metric), got {values}")
     return Scored("ok", values=values)
 
 

@@ -25,6 +25,16 @@ from search.sweep.space import grid_values
 
 DEFAULT_STORAGE = "optuna.journal"
 _DIRECTIONS = ("maximize", "minimize")
+# Study attribute: the names of the metrics the study's values are (hydra.sweeper.metrics). The stored name
+# predates that setting's name and stays, so that studies written before still read.
+METRIC_NAMES_ATTR = "search.objectives"
+
+
+def study_metrics(study: optuna.Study) -> list[str]:
+    """The metric each of the study's values is, or value_<i> when the study does not say."""
+    names = study.user_attrs.get(METRIC_NAMES_ATTR)
+    return list(names) if names and len(names) == len(study.directions) else [
+        f"value_{i}" for i in range(len(study.directions))]
 
 
 def storage_location(storage: str | None) -> str:
@@ -97,15 +107,15 @@ def open_storage(storage: str | None) -> BaseStorage:
     return JournalStorage(JournalFileBackend(str(path)))
 
 
-def normalize_directions(direction: Any, objectives: Sequence[str] | None) -> list[str]:
+def normalize_directions(direction: Any, metric_names: Sequence[str] | None) -> list[str]:
     directions = [direction] if isinstance(direction, str) else list(direction)
     for d in directions:
         if d not in _DIRECTIONS:
             raise BadInput(f"hydra.sweeper.direction must be maximize or minimize (or a list of them); got {d!r}; "
                            f"fix: direction=[maximize,maximize]")
-    if objectives is not None and len(objectives) != len(directions):
-        raise BadInput(f"hydra.sweeper.objectives and hydra.sweeper.direction must have the same length; got "
-                       f"{list(objectives)} and {directions}; fix: give one direction per objective")
+    if metric_names is not None and len(metric_names) != len(directions):
+        raise BadInput(f"hydra.sweeper.metrics and hydra.sweeper.direction must have the same length; got "
+                       f"{list(metric_names)} and {directions}; fix: give one direction per metric")
     return directions
 
 

@@ -1,5 +1,5 @@
 """MLflow bookkeeping on MlflowClient: one parent run per sweep invocation,
-one nested run per trial.
+one nested run per trial, kept in memory while MLflow does not answer.
 
 Written on the client directly (optuna-integration's MLflowCallback is
 deprecated) so that a trial's run exists while it trains and is closed with
@@ -8,30 +8,35 @@ goes through `redact` first.
 """
 from __future__ import annotations
 
-import math
-import os
-import time
-import fcntl
 import json
+import os
 import sys
-from contextlib import contextmanager
+import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any, Callable, Mapping
 
 import mlflow
-from mlflow.entities import Metric, Param, RunTag
 from mlflow.tracking import MlflowClient
 from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID, MLFLOW_RUN_NAME
 
+from search.tracking.mlflow_client import log_series, log_values
 from search.tracking.redact import redact
 
-_MAX_PARAM_CHARS = 6000
-_BATCH = 100
 RUN_STATUS = {"ok": "FINISHED", "stopped_early": "KILLED"}  # stopped on purpose by early stopping
 RETRY_AFTER_S = 10.0  # after a failed write, wait this long before trying MLflow again
 UNLOGGED_FILE = "mlflow-unlogged.json"  # in the sweep dir: what MLflow lacked when the sweep ended
 UNLOGGED_TAG = "search.unlogged_file"  # on the sweep's run: where that file would be (search/tracking/mlflow_repair.py)
+
+
+def flatten(cfg: Any, prefix: str = "") -> dict[str, Any]:
+    """Nested config -> dotted keys, the names MLflow params and overrides use."""
+    if isinstance(cfg, dict):
+        out: dict[str, Any] = {}
+        for key, value in cfg.items():
+            out.update(flatten(value, f"{prefix}{key}."))
+        return out
+    return {prefix[:-1]: cfg}
 
 
 @dataclass
@@ -68,23 +73,6 @@ class Sweep:
     parent_closed: bool = False
 
 
-def configure_client() -> None:
-    """MLflow's HTTP client retries for minutes by default; a sweep would stall
-    on a down server. Bounded unless the user set these themselves."""
-    os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2")
-    os.environ.setdefault("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "1")
-    os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "15")
-    # MLflow prints each run's URL, userinfo included, when a run ends on an
-    # http server; the sweep prints its own (redacted) pointer instead.
-    os.environ["MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT"] = "true"
-
-
-def how_to_look() -> str:
-    """The command (local store) or address (server) that shows the runs."""
-    uri = redact(mlflow.get_tracking_uri())
-    return f"open {uri}" if uri.startswith(("http://", "https://")) else f"mlflow ui --backend-store-uri {uri}"
-
-
 def start_sweep(experiment_name: str, study_name: str, params: Mapping[str, Any], tags: Mapping[str, str],
                 sweep_dir: Path | None = None) -> Sweep:
     """The sweep's parent run. It names its worker and where the sweep will leave what MLflow could not
@@ -101,7 +89,7 @@ def start_sweep(experiment_name: str, study_name: str, params: Mapping[str, Any]
               **{k: redact(str(v)) for k, v in tags.items()}},
     )
     sweep = Sweep(client, experiment_id, run.info.run_id, study_name)
-    log_values(sweep, run.info.run_id, params=params)
+    log_values(sweep.client, run.info.run_id, params=params)
     return sweep
 
 
@@ -152,7 +140,7 @@ def flush(sweep: Sweep) -> None:
 
 
 def close_parent(sweep: Sweep) -> None:
-    log_values(sweep, sweep.parent_run_id, metrics=sweep.parent_metrics)
+    log_values(sweep.client, sweep.parent_run_id, metrics=sweep.parent_metrics)
     sweep.client.set_terminated(sweep.parent_run_id, status=sweep.parent_status)
 
 
@@ -167,10 +155,10 @@ def write_record(sweep: Sweep, record: TrialRecord) -> None:
             "search.outcome": "running",
         })
         record.run_id = run.info.run_id
-        log_values(sweep, record.run_id, params=record.params)
+        log_values(sweep.client, record.run_id, params=record.params)
     if record.ended:
-        _log_series(sweep, record.run_id, record.series)
-        log_values(sweep, record.run_id, metrics=record.metrics, tags={"search.outcome": record.outcome, **record.tags})
+        log_series(sweep.client, record.run_id, record.series)
+        log_values(sweep.client, record.run_id, metrics=record.metrics, tags={"search.outcome": record.outcome, **record.tags})
         sweep.client.set_terminated(record.run_id, status=RUN_STATUS.get(record.outcome, "FAILED"))
 
 
@@ -224,81 +212,3 @@ def load_unlogged(client: MlflowClient, path: Path) -> Sweep:
     for record in state["records"]:
         sweep.pending[record["number"]] = TrialRecord(**record)
     return sweep
-
-
-def log_values(sweep: Sweep, run_id: str, params: Mapping[str, Any] | None = None,
-         metrics: Mapping[str, float] | None = None, tags: Mapping[str, str] | None = None) -> None:
-    now_ms = int(time.time() * 1000)
-    param_list = [Param(k, redact(str(v))[:_MAX_PARAM_CHARS]) for k, v in (params or {}).items()]
-    metric_list = [Metric(k, float(v), now_ms, 0) for k, v in (metrics or {}).items()
-                   if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)]
-    tag_list = [RunTag(k, redact(str(v))[:_MAX_PARAM_CHARS]) for k, v in (tags or {}).items()]
-    for i in range(0, max(len(param_list), len(metric_list), len(tag_list)), _BATCH):
-        sweep.client.log_batch(run_id, metrics=metric_list[i:i + _BATCH], params=param_list[i:i + _BATCH],
-                               tags=tag_list[i:i + _BATCH])
-
-
-def _log_series(sweep: Sweep, run_id: str, series: Mapping[str, list]) -> None:
-    """Sampled telemetry (GPU utilisation, power, ...) as stepped metrics: one point per sample."""
-    points = [Metric(k, float(v), ts, step) for k, values in series.items() for step, v, ts in values
-              if math.isfinite(v)]
-    for i in range(0, len(points), 1000):  # MLflow's per-request limit
-        sweep.client.log_batch(run_id, metrics=points[i:i + 1000])
-
-
-@contextmanager
-def _first_contact_lock(uri: str) -> Iterator[None]:
-    """Workers started together on one SQLite tracking database would each run
-    MLflow's schema migrations at once and break them; the first to take this
-    lock migrates, the others then find the schema current."""
-    if not uri.startswith("sqlite:///"):
-        yield
-        return
-    with open(f"{uri[len('sqlite:///'):]}.search-lock", "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
-
-
-def check_reachable() -> None:
-    """Fail before anything is created when the tracking server cannot be used."""
-    from search.errors import BadInput
-
-    uri = mlflow.get_tracking_uri()
-    try:
-        with _first_contact_lock(uri):
-            MlflowClient(uri).search_experiments(max_results=1)
-    except Exception as err:  # refused connection, bad scheme, unwritable database
-        reason = " ".join(str(err).split())[:200]
-        raise BadInput(f"the MLflow tracking URI must be reachable; got {redact(uri)} "
-                       f"({type(err).__name__}: {redact(reason)}); fix: start the server or set MLFLOW_TRACKING_URI") from None
-
-
-def close_stale_runs(*run_ids: str | None) -> None:
-    """Close runs a killed sweep left RUNNING as KILLED (a finished run is left alone)."""
-    client = MlflowClient()
-    for run_id in filter(None, run_ids):
-        run = client.get_run(run_id)
-        if run.info.status == "RUNNING":
-            if run.data.tags.get("search.role") == "trial":
-                client.set_tag(run_id, "search.outcome", "crashed")
-            client.set_terminated(run_id, status="KILLED")
-
-
-def log_report(run_id: str | None, files: list[Path], tags: Mapping[str, str] | None = None,
-               artifact_path: str = "report") -> str | None:
-    """Attach report files (and tags) to a sweep's parent run. Returns None, or
-    why it could not (MLflow down): the files stay on disk either way."""
-    if run_id is None:
-        return "no MLflow parent run is known for this study"
-    client = MlflowClient()
-    try:
-        for path in files:
-            client.log_artifact(run_id, str(path), artifact_path)
-        for key, value in (tags or {}).items():
-            client.set_tag(run_id, key, redact(str(value))[:_MAX_PARAM_CHARS])
-    except Exception as err:  # unreachable server, unwritable artifact store
-        return f"{type(err).__name__}: {redact(' '.join(str(err).split())[:160])}"
-    return None

@@ -5,6 +5,10 @@ in an isolated child (isolate.py). Returns a plain dict so that any Hydra
 launcher (basic, joblib, submitit) can carry it back to the sweeper; under
 the sweeper's device slots (slots.py) it returns the running trial instead,
 and the sweeper waits for it.
+
+The trial's config is parsed once: by the sweeper when it proposed the
+trial (handed over in this process, search/trial/composed_job.py), or here
+when nothing handed it (`python -m search run`, another launcher's process).
 """
 from __future__ import annotations
 
@@ -15,14 +19,17 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
 from search.trial import slots
+from search.trial.composed_job import handed_config
 from search.trial.isolate import start_isolated
+from search.trial.typed_config import parse_trial
 
 
 def task(cfg: DictConfig) -> Any:
     job_cfg = OmegaConf.to_container(cfg, resolve=True)
+    parsed = handed_config() or parse_trial(job_cfg)
     visible = cfg.trial.get("visible_devices")
     running = start_isolated(job_cfg, timeout_s=float(cfg.trial.timeout_s), report=_reporter(cfg),
-                             visible_devices=None if visible is None else str(visible))
+                             visible_devices=None if visible is None else str(visible), parsed=parsed)
     if slots.jobs_detached():
         return running
     result = running.wait()

@@ -47,8 +47,10 @@ def outcome_of(err: BaseException) -> str:
 
 
 def main(cfg: dict, result_path: str, sweep_pid: int, report: object = None,
-         visible_devices: str | None = None, compile_clock_dir: str | None = None) -> None:
-    """`report`: a search.reporter.TrialReporter when an Optuna pruner watches this trial;
+         visible_devices: str | None = None, compile_clock_dir: str | None = None, parsed: object = None) -> None:
+    """`parsed`: `cfg` as objectives.TrialConfig, parsed by the sweep (None: the sweep's parser
+    refused it, and run_trial parses it again to end infeasible with the reason);
+    `report`: a search.trial.learning_curve.TrialReporter when an Optuna pruner watches this trial;
     `visible_devices`: the GPUs of this trial's device slots (CUDA_VISIBLE_DEVICES);
     `compile_clock_dir`: where torch.compile's time so far is written for the sweep
     (objectives/compile_clock.py; DDP ranks inherit the variable)."""
@@ -66,7 +68,7 @@ def main(cfg: dict, result_path: str, sweep_pid: int, report: object = None,
     import objectives
 
     try:
-        result = objectives.run_trial(cfg, report).to_dict()  # type: ignore[arg-type]
+        result = objectives.run_trial(cfg, report, parsed=parsed).to_dict()  # type: ignore[arg-type]
     except objectives.ConfigError as err:
         result = {"outcome": "infeasible", "reason": str(err), "metrics": {}, "info": {}}
     except BaseException as err:  # noqa: BLE001 - every failure becomes data

@@ -5,10 +5,16 @@ then runs it; composing takes about 65 ms on a 2-core machine. The sweeper
 composes every trial's config once already (to check it and to log it to
 MLflow), so under the basic launcher it hands that same config to Hydra's
 own `run_job`, as the launcher would, instead of composing it twice.
+
+The trial's typed config (objectives.TrialConfig), parsed once when the
+trial was proposed, is handed to the job the same way: the job runs in this
+process, inside `handing(config)`, and takes it from there
+(search/trial/app.py) instead of parsing the dict again.
 """
 from __future__ import annotations
 
-from typing import Any
+from contextlib import contextmanager
+from typing import Any, Iterator
 
 from hydra.core.utils import JobReturn, configure_log, run_job, setup_globals
 from omegaconf import DictConfig, open_dict
@@ -24,3 +30,21 @@ def run_composed(launcher: Any, job_config: DictConfig, job_idx: int) -> JobRetu
                   job_dir_key="hydra.sweep.dir", job_subdir_key="hydra.sweep.subdir")
     configure_log(launcher.config.hydra.hydra_logging, launcher.config.hydra.verbose)
     return ret
+
+
+_handed: Any = None
+
+
+@contextmanager
+def handing(config: Any) -> Iterator[None]:
+    """A job launched inside, in this process, runs with `config` (objectives.TrialConfig, or None: parse it)."""
+    global _handed
+    _handed = config
+    try:
+        yield
+    finally:
+        _handed = None
+
+
+def handed_config() -> Any:
+    return _handed

@@ -29,6 +29,7 @@ from search.measure.gpu_telemetry import GpuSampler, trial_gpu_indices
 from search.measure.mfu import trial_mfu
 from search.measure.cpu_telemetry import TreeSampler
 from search.trial.process_tree import kill_tree
+from search.trial.typed_config import parse_trial
 
 _PRELOAD = ["torch", "objectives", "search.trial.child"]
 DEFAULT_COMPILE_TIMEOUT_S = 1800.0  # trial.compile_timeout_s when a config has none
@@ -84,6 +85,7 @@ class RunningTrial:
     gpus: list[int]
     compile_timeout_s: float = DEFAULT_COMPILE_TIMEOUT_S
     compile_clock_dir: Path | None = None
+    precision: str | None = None  # the trial's (objectives.TrialConfig.precision); None: its config was refused
     _cleanup: ExitStack = field(default_factory=ExitStack)
 
     @property
@@ -132,10 +134,14 @@ class RunningTrial:
         return _with_telemetry(result, self, wall_s)
 
 
-def start_isolated(cfg: dict, timeout_s: float, report: Any = None,
-                   visible_devices: str | None = None) -> RunningTrial:
+def start_isolated(cfg: dict, timeout_s: float, report: Any = None, visible_devices: str | None = None,
+                   parsed: Any = None) -> RunningTrial:
     """Start `objectives.run_trial(cfg, report)` in a child that sees only `visible_devices`
-    (CUDA_VISIBLE_DEVICES; None: the sweep's own) and return without waiting."""
+    (CUDA_VISIBLE_DEVICES; None: the sweep's own) and return without waiting. `parsed` is
+    `cfg` as objectives.TrialConfig when the sweep parsed it already (else it is parsed here,
+    once: search/trial/typed_config.py); the child runs it as it is."""
+    if parsed is None:
+        parsed = parse_trial(cfg)
     cleanup = ExitStack()
     try:
         tmp = cleanup.enter_context(tempfile.TemporaryDirectory(prefix="search-trial-"))
@@ -145,11 +151,12 @@ def start_isolated(cfg: dict, timeout_s: float, report: Any = None,
         started = time.perf_counter()
         proc = _forkserver().Process(target=trial_child.main,
                                      args=(cfg, str(result_path), os.getpid(), report, visible_devices,
-                                           str(compile_clock_dir)),
+                                           str(compile_clock_dir), parsed),
                                      name="search-trial")
         proc.start()
         cleanup.callback(_end, proc)
-        gpus = trial_gpu_indices(int((cfg.get("parallel") or {}).get("devices", 1)), visible_devices)
+        # A config the parser refused ends in its child at once (infeasible): one device, nothing to sample.
+        gpus = trial_gpu_indices(parsed.parallel.devices if parsed is not None else 1, visible_devices)
         sampler = cleanup.enter_context(TreeSampler(proc.pid))
         gpu = cleanup.enter_context(GpuSampler(gpus))
     except BaseException:
@@ -157,13 +164,13 @@ def start_isolated(cfg: dict, timeout_s: float, report: Any = None,
         raise
     compile_timeout_s = (cfg.get("trial") or {}).get("compile_timeout_s", DEFAULT_COMPILE_TIMEOUT_S)
     return RunningTrial(cfg, proc, timeout_s, started, result_path, sampler, gpu, gpus, float(compile_timeout_s),
-                        compile_clock_dir, cleanup)
+                        compile_clock_dir, None if parsed is None else parsed.precision, cleanup)
 
 
-def run_isolated(cfg: dict, timeout_s: float, report: Any = None,
-                 visible_devices: str | None = None) -> dict[str, Any]:
+def run_isolated(cfg: dict, timeout_s: float, report: Any = None, visible_devices: str | None = None,
+                 parsed: Any = None) -> dict[str, Any]:
     """Run `objectives.run_trial(cfg, report)` in a child and wait for its result."""
-    return start_isolated(cfg, timeout_s, report, visible_devices).wait()
+    return start_isolated(cfg, timeout_s, report, visible_devices, parsed).wait()
 
 
 def _with_telemetry(result: dict[str, Any], trial: RunningTrial, wall_s: float) -> dict[str, Any]:
@@ -177,7 +184,7 @@ def _with_telemetry(result: dict[str, Any], trial: RunningTrial, wall_s: float) 
     metrics.update(gpu_report.metrics)
     result["info"].update(gpu_report.info)
     result["series"] = gpu_report.series
-    value = trial_mfu(metrics, trial.gpu.device_name, str(trial.cfg.get("precision")), len(trial.gpus))
+    value = trial_mfu(metrics, trial.gpu.device_name, str(trial.precision), len(trial.gpus))
     if value is not None:
         metrics["mfu"] = value
     return result

@@ -101,8 +101,9 @@ class Launch:
 
     trial: Any
     overrides: list[str]
-    devices: int
+    devices: int  # parallel.devices of its config: the slots it takes
     job_config: Any = None  # the Hydra job config composed from `overrides`
+    config: Any = None  # that config parsed (objectives.TrialConfig); None: a user's app, or a config the parser refused
 
 
 def run(slots: Sequence[Slot], budget: int, propose: Callable[[], Launch | None],

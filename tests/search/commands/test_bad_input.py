@@ -40,7 +40,7 @@ CASES = [
     ("hydra.sweeper.storage=postgresql://alice:s3cret@127.0.0.1:1/db", "reachable"),
     ("hydra.sweep.dir=/proc/no/such/dir", "output directory must be writable"),
     ("hydra.sweeper.direction=upward", "maximize or minimize"),
-    ("hydra.sweeper.objectives=[throughput_samples_per_s]", "same length"),
+    ("hydra.sweeper.metrics=[throughput_samples_per_s]", "same length"),
     ("hydra.sweeper.n_trials=0", "n_trials"),
     ("hydra.sweeper.constraints=['val_accuracy > 0.9']", "metric >= number"),
     # numeric settings (search/sweep/settings.py): as typed, as composed, as swept
@@ -60,14 +60,26 @@ def test_bad_input(workdir: Path, override: str, words: str) -> None:
 
 
 @pytest.mark.parametrize("overrides, words", [
-    (["hydra.sweeper.objectives=[no_such_metric]", "hydra.sweeper.direction=maximize"],
-     "hydra.sweeper.objectives must name metrics that objective 'digits' reports; got 'no_such_metric'"),
+    (["hydra.sweeper.metrics=[no_such_metric]", "hydra.sweeper.direction=maximize"],
+     "hydra.sweeper.metrics must name metrics that objective 'digits' reports; got 'no_such_metric'"),
     (["objective=resnet", "hydra.sweeper.constraints=['val_accuracy >= 0.9']"],
      "hydra.sweeper.constraints must name metrics that objective 'resnet' reports; got 'val_accuracy'"),
-], ids=["objective", "accuracy-on-resnet"])
+    (["objective=resnet", "hydra.sweeper.metrics=[val_accuracy]", "hydra.sweeper.direction=maximize"],
+     "hydra.sweeper.metrics must name a metric objective 'resnet' reports, and it measures no accuracy"),
+], ids=["metric", "accuracy-on-resnet", "only-accuracy-on-resnet"])
 def test_a_metric_the_workload_never_reports_is_refused(workdir: Path, overrides: list[str], words: str) -> None:
     result = run_search("multirun", *overrides, cwd=workdir, timeout_s=120)
     assert_one_line_and_nothing_created(workdir, result, words)
+
+
+def test_objectives_is_still_read_as_metrics_with_one_line_saying_so(workdir: Path) -> None:
+    """The setting's old name (before `objective` meant only the workload) keeps old configs working."""
+    result = run_search("multirun", "hydra.sweeper.objectives=[no_such_metric]", "hydra.sweeper.direction=maximize",
+                        cwd=workdir, timeout_s=120)
+    assert_one_line_and_nothing_created(workdir, result, "hydra.sweeper.metrics must name metrics that objective "
+                                                         "'digits' reports; got 'no_such_metric'")
+    warned = [line for line in result.stdout.splitlines() if "deprecated" in line]
+    assert len(warned) == 1 and "hydra.sweeper.objectives" in warned[0] and "hydra.sweeper.metrics" in warned[0]
 
 
 def test_unreachable_mlflow_fails_fast(workdir: Path) -> None:

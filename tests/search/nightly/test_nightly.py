@@ -31,7 +31,7 @@ from optuna.storages.journal import JournalFileBackend
 
 from search.errors import EXIT_REGRESSION
 from search.nightly.night import ROLE, VERDICT
-from search.sweep.sweeper import flatten
+from search.tracking.mlflow_runs import flatten
 from servers import MlflowServer
 
 from conftest import REPO, TESTS, run_search

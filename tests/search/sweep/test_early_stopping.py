@@ -19,7 +19,7 @@ from search.sweep.early_stopping import choose_mode, throughput_bar, trial_overr
 from search.sweep.no_repeat import completed_configurations
 from search.sweep.outcome import is_feasible, score, tell
 
-OBJECTIVES = ["throughput_samples_per_s", "val_accuracy"]
+METRICS = ["throughput_samples_per_s", "val_accuracy"]
 SPACE = {"x": CategoricalDistribution([1, 2, 3, 4, 5, 6])}
 
 
@@ -42,7 +42,7 @@ def test_the_bar_is_the_fastest_trial_holding_the_best_accuracy() -> None:
     for x, (result, rules) in enumerate(results, start=1):
         study.enqueue_trial({"x": x})
         trial = study.ask(SPACE)
-        tell(study, trial, score(result, OBJECTIVES, 2, rules), ["maximize", "maximize"])
+        tell(study, trial, score(result, METRICS, 2, rules), ["maximize", "maximize"])
     assert throughput_bar(study.trials, 0.1) == pytest.approx(630.0)
     assert throughput_bar(study.trials, 0.0) == pytest.approx(700.0)
     assert throughput_bar(study.trials, 0.1, startup_trials=3) == pytest.approx(630.0)  # 3 completed and feasible
@@ -61,11 +61,11 @@ def test_the_bar_is_the_fastest_trial_holding_the_best_accuracy() -> None:
     assert trial_overrides(study, study.ask(SPACE), "staged", 0.1) == []  # runs to the end
 
     nop, median = optuna.pruners.NopPruner(), optuna.pruners.MedianPruner()
-    assert choose_mode(True, OBJECTIVES, ["maximize", "maximize"], median) == "staged"
-    assert choose_mode(True, OBJECTIVES, ["maximize", "minimize"], median) == "off"
+    assert choose_mode(True, METRICS, ["maximize", "maximize"], median) == "staged"
+    assert choose_mode(True, METRICS, ["maximize", "minimize"], median) == "off"
     assert choose_mode(True, ["throughput_samples_per_s"], ["maximize"], median) == "pruner"
     assert choose_mode(True, ["throughput_samples_per_s"], ["maximize"], nop) == "off"
-    assert choose_mode(False, OBJECTIVES, ["maximize", "maximize"], median) == "off"
+    assert choose_mode(False, METRICS, ["maximize", "maximize"], median) == "off"
 
 
 def _study(workdir: Path) -> optuna.Study:
@@ -126,7 +126,7 @@ def test_one_objective_with_constraints_the_median_pruner_stops_a_bad_trial(work
                       "model_pruning.ratio=choice(0.0,0.5)", "batch_size=32", "train.budget_samples=1000",
                       "train.eval_every_samples=200", "hydra.sweeper.n_trials=3", "hydra.sweeper.seed=2",
                       "hydra/sweeper/sampler=tpe",
-                      "hydra.sweeper.objectives=[throughput_samples_per_s]", "hydra.sweeper.direction=maximize",
+                      "hydra.sweeper.metrics=[throughput_samples_per_s]", "hydra.sweeper.direction=maximize",
                       "hydra.sweeper.constraints=['val_accuracy >= 0.5','params_count <= 7000']",
                       "hydra/sweeper/pruner=median", "hydra.sweeper.pruner.n_startup_trials=1",
                       "hydra.sweeper.pruner.n_warmup_steps=0", cwd=workdir)

@@ -39,7 +39,7 @@ def test_what_a_workload_reports_is_declared(objective: dict) -> None:
 
 def test_a_name_no_trial_reports_is_refused_with_the_reported_names_and_the_closest() -> None:
     declared = reported_metrics(parse_config({"objective": {"name": "digits"}}))
-    named = named_metrics(["throughput_samples_per_s"], parse_constraints(["val_acuracy >= 0.9"]), None)
+    named = named_metrics(["throughput_samples_per_s"], parse_constraints(["val_acuracy >= 0.9"]), {})
     with pytest.raises(BadInput) as err:
         check_declared(named, declared, "digits")
     line = str(err.value)
@@ -47,14 +47,15 @@ def test_a_name_no_trial_reports_is_refused_with_the_reported_names_and_the_clos
                            "got 'val_acuracy'")
     assert "val_loss" in line and "peak_pss_tree_bytes" in line and "fix: name 'val_accuracy'" in line
     assert check_declared(named_metrics(["val_accuracy"], parse_constraints(["peak_pss_tree_bytes <= 4e9"]),
-                                        "throughput_samples_per_s"), declared, "digits") == []
+                                        {"throughput_samples_per_s": "hydra.sweeper.nightly.metric"}), declared,
+                          "digits") == []
     assert "gpu_util_percent_mean" in sweep_metrics() and "energy_j_per_sample" in sweep_metrics()
 
 
 def test_a_callable_declares_nothing_so_its_first_trial_must_confirm() -> None:
     cfg = parse_config({"objective": {"name": "custom", "callable": "mypkg.train:objective"}})
     assert reported_metrics(cfg) is None
-    named = named_metrics(["score"], parse_constraints(["speed >= 1"]), None)
+    named = named_metrics(["score"], parse_constraints(["speed >= 1"]), {})
     assert sorted(check_declared(named, None, "custom")) == ["score", "speed"]
 
 

@@ -12,12 +12,12 @@ from search.errors import BadInput
 from search.sweep.outcome import is_feasible, score, tell
 from search.reports.tables import front_trials
 
-OBJECTIVES = ["throughput_samples_per_s", "val_accuracy"]
+METRICS = ["throughput_samples_per_s", "val_accuracy"]
 
 
 def told(study: optuna.Study, result, constraints=()) -> optuna.trial.FrozenTrial:
     trial = study.ask({"x": optuna.distributions.FloatDistribution(0, 1)})
-    tell(study, trial, score(result, OBJECTIVES, len(study.directions), list(constraints)),
+    tell(study, trial, score(result, METRICS, len(study.directions), list(constraints)),
          [d.name.lower() for d in study.directions])
     return study.trials[trial.number]
 

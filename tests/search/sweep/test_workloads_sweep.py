@@ -41,7 +41,7 @@ def test_resnet_is_single_objective_and_invents_no_accuracy(workdir: Path) -> No
     result = run_search("multirun", "objective=resnet", *FAST, "model_pruning.ratio=choice(0.0,0.5)",
                         "train.budget_samples=192", "batch_size=32", cwd=workdir)
     assert result.returncode == 0, result.stderr[-3000:]
-    assert "measures no accuracy: single-objective sweep on throughput_samples_per_s" in result.stdout
+    assert "measures no accuracy: single-metric sweep on throughput_samples_per_s" in result.stdout
     s = study(workdir, "resnet")
     assert len(s.directions) == 1
     assert [t.user_attrs["outcome"] for t in s.trials] == ["ok", "ok"]

@@ -1,0 +1,67 @@
+"""Closing a trial: its result scored and told to Optuna, its MLflow run
+ended, one progress line; and a trial the sweep stops without a result
+(SIGINT, SIGTERM: search/sweep/interrupt.py) closed as failed and enqueued
+again, since it measured nothing about its configuration."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import optuna
+
+from search.errors import BadInput, Interrupted, exit_bad_input
+from search.sweep.early_stopping import intermediate_series
+from search.sweep.metric_names import ended_ok, unreported
+from search.sweep.outcome import score, tell
+from search.sweep.recovery import HEARTBEAT_ATTR, RETRIES_ATTR, retry
+from search.tracking import mlflow_runs as tracking
+
+if TYPE_CHECKING:
+    from search.sweep.trial_loop import SweepRun
+
+STOPPED_BY_ATTR = "search.stopped_by"  # the signal that stopped the trial with its sweep
+
+
+def close_trial(run: SweepRun, trial: optuna.Trial, result: Any) -> str:
+    """Tell Optuna and MLflow how the trial ended; its outcome."""
+    plan = run.plan
+    refusal = None
+    if plan.confirm_metrics and ended_ok(result):  # a user's function: its first ok trial shows what it reports
+        refusal, plan.confirm_metrics = unreported(result, plan.confirm_metrics), None
+    scored = score(result, plan.metrics, len(plan.directions), plan.constraints)
+    tell(run.study, trial, scored, plan.directions)
+    series = dict(result.get("series") or {}) if isinstance(result, dict) else {}
+    if plan.early_stopping == "pruner":
+        series.update(intermediate_series(run.study, trial))
+    tracking.end_trial(run.sweep, trial.number, scored.outcome, scored.metrics,
+                       {"search.reason": scored.reason, **{f"search.info.{k}": v for k, v in scored.info.items()},
+                        **{k: str(v) for k, v in trial.user_attrs.items()
+                           if k.startswith("search.") and k != HEARTBEAT_ATTR}},  # a heartbeat is not data
+                       series)
+    shown = scored.metrics or dict(zip(run.progress.metric_names, scored.values or []))
+    feasible = all(v <= 0 for v in scored.constraints.values())
+    run.progress.finished(trial.number, scored.outcome, shown, trial.params, plan.directions, scored.reason, feasible)
+    if refusal:
+        exit_bad_input(BadInput(refusal))  # SystemExit: the sweep's run is ended on the way out
+    return scored.outcome
+
+
+def abort_trial(run: SweepRun, trial: optuna.Trial, err: BaseException) -> None:
+    """Close a trial the sweep stops without a result as failed, naming why, and enqueue it again."""
+    if isinstance(err, Interrupted):
+        why = str(err)
+        trial.set_user_attr(STOPPED_BY_ATTR, err.signal_name)
+    elif isinstance(err, KeyboardInterrupt):
+        why = "interrupted by SIGINT (Ctrl-C)"
+        trial.set_user_attr(STOPPED_BY_ATTR, "SIGINT")
+    else:
+        why = f"stopped by {type(err).__name__}: {err}"
+    close_trial(run, trial, {"outcome": "crashed", "reason": f"sweep {why}"})
+    run.heartbeat.untrack(trial)
+    max_retries = run.settings.max_retries
+    retries = int(trial.user_attrs.get(RETRIES_ATTR, 0))
+    if retry(run.study, trial, max_retries):
+        run.progress.console.print(f"trial {trial.number}: enqueued again (retry {retries + 1} of "
+                                   f"hydra.sweeper.max_retries={max_retries}): the next trial on this study runs it")
+    else:
+        run.progress.console.print(f"trial {trial.number}: not enqueued again: hydra.sweeper.max_retries="
+                                   f"{max_retries} and it was retried {retries} time(s)")

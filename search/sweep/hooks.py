@@ -1,0 +1,60 @@
+"""The points where a kind of sweep adds to the plain one.
+
+The nightly sweep (search/nightly/sweep_hooks.py) enqueues last night's best
+before the search, stops searching after a wall-clock budget, tops up
+tonight's best at the end, and then tests and reports the night. The sweep
+calls these hooks at those points and knows nothing else about nightly;
+`NoHooks`, the plain sweep, adds nothing. Like an Optuna callback, a hook is
+told what happened and returns what the sweep must know, never more.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Mapping, Protocol, Sequence
+
+import optuna
+from optuna.distributions import BaseDistribution
+
+
+class SweepHooks(Protocol):
+    def named_metrics(self) -> dict[str, str]:
+        """Metric name -> the setting that names it, checked like hydra.sweeper.metrics before the sweep."""
+
+    def start(self, study: optuna.Study, storage: Any, distributions: Mapping[str, BaseDistribution]) -> int:
+        """The study exists, nothing ran yet: the number of trials enqueued on top of n_trials."""
+
+    def run_tags(self) -> dict[str, str]:
+        """Tags for the sweep's MLflow parent run."""
+
+    def max_wall_s(self) -> float | None:
+        """Stop proposing trials after this long (None: never); `top_up` still runs."""
+
+    def top_up(self) -> int:
+        """Called once, when the sweep would end: the number of trials it enqueued to run before it does."""
+
+    def finish(self, metric_names: Sequence[str], report_dir: Path, parent_run_id: str | None,
+               plot_files: list[Path]) -> int:
+        """The sweep ended and its report is written: the exit status (0: fine)."""
+
+
+class NoHooks:
+    """The plain sweep."""
+
+    def named_metrics(self) -> dict[str, str]:
+        return {}
+
+    def start(self, study: optuna.Study, storage: Any, distributions: Mapping[str, BaseDistribution]) -> int:
+        return 0
+
+    def run_tags(self) -> dict[str, str]:
+        return {}
+
+    def max_wall_s(self) -> float | None:
+        return None
+
+    def top_up(self) -> int:
+        return 0
+
+    def finish(self, metric_names: Sequence[str], report_dir: Path, parent_run_id: str | None,
+               plot_files: list[Path]) -> int:
+        return 0

@@ -1,0 +1,90 @@
+"""The Hydra side of the sweep: composing a job's config from overrides,
+and launching jobs through Hydra's launcher.
+
+Under Hydra's basic launcher a job runs in this process; a trial's job is
+composed once, when the trial is proposed, and that same config is run
+(search/trial/composed_job.py). Other launchers (joblib, submitit) compose
+and run their jobs themselves.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from hydra.core.plugins import Plugins
+from hydra.core.utils import JobReturn, JobStatus
+from omegaconf import DictConfig, OmegaConf
+
+from search.errors import BadInput
+from search.trial.composed_job import run_composed
+
+
+def trial_config(job_config: DictConfig) -> dict[str, Any]:
+    """The trial's config: the job's, resolved, without the `hydra` node (its
+    per-job fields, job.num and sweep.subdir, exist only inside a launched job)."""
+    keys = [key for key in job_config if key != "hydra"]
+    return OmegaConf.to_container(OmegaConf.masked_copy(job_config, keys), resolve=True)
+
+
+def result_of(ret: JobReturn) -> Any:
+    """A job's return value, or a `crashed` result naming what the job raised."""
+    if ret.status == JobStatus.COMPLETED:
+        return ret.return_value
+    err = ret._return_value
+    return {"outcome": "crashed", "reason": f"{type(err).__name__}: {err}"}
+
+
+@dataclass
+class Jobs:
+    hydra_context: Any
+    config: DictConfig
+    task_function: Any
+    launcher: Any = None
+    job_idx: int = 0
+
+    @classmethod
+    def set_up(cls, hydra_context: Any, task_function: Any, config: DictConfig) -> "Jobs":
+        launcher = Plugins.instance().instantiate_launcher(
+            hydra_context=hydra_context, task_function=task_function, config=config)
+        return cls(hydra_context, config, task_function, launcher)
+
+    def runs_our_trials(self) -> bool:
+        """The task is this package's app (objectives/ trials), not a user's own Hydra app."""
+        return getattr(self.task_function, "__module__", "") == "search.trial.app"
+
+    def run_here(self) -> bool:
+        """Under the basic launcher, this process starts each trial's isolated child itself."""
+        from hydra._internal.core_plugins.basic_launcher import BasicLauncher
+
+        return isinstance(self.launcher, BasicLauncher) and self.runs_our_trials()
+
+    def compose(self, overrides: Sequence[str]) -> DictConfig:
+        """The Hydra job's config, `hydra` node included, as the launcher would compose it."""
+        try:
+            return self.hydra_context.config_loader.load_sweep_config(self.config, list(overrides))
+        except Exception as err:  # Hydra's composition errors share no narrower base
+            first = " ".join(str(err).split("\n")[0].split())
+            raise BadInput(f"every override must name a key of the config; {first} (overrides: "
+                           f"{' '.join(overrides)}); fix: check the key's spelling in conf/") from None
+
+    def compose_trial(self, overrides: Sequence[str]) -> dict[str, Any]:
+        return trial_config(self.compose(overrides))
+
+    def default_study_name(self) -> str:
+        """The objective's name (the workload: `digits`), or a user's app's job name."""
+        objective = self.config.get("objective")
+        if isinstance(objective, DictConfig) and objective.get("name"):
+            return str(objective.name)
+        return str(self.config.hydra.job.name)
+
+    def run_composed(self, job_config: DictConfig) -> JobReturn:
+        """One job at a config composed already (the basic launcher's own path, minus composing)."""
+        ret = run_composed(self.launcher, job_config, self.job_idx)
+        self.job_idx += 1
+        return ret
+
+    def launch(self, overrides: list[list[str]]) -> list[JobReturn]:
+        """Jobs composed and run by the launcher, as Hydra's own sweepers launch them."""
+        returns = self.launcher.launch(overrides, initial_job_idx=self.job_idx)
+        self.job_idx += len(overrides)
+        return returns

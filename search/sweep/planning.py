@@ -1,0 +1,153 @@
+"""Planning a sweep: everything that can be wrong with the input is checked
+here, before a study, an MLflow run or an output directory exists; a
+problem is one line and exit status 2 (search/errors.py).
+
+The plan fixes the space (less what this machine cannot run and what breaks
+a rule with a fixed value), the metrics and their directions, the
+constraints, the study, the sampler, the early-stopping mode and the device
+slots.
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import optuna
+
+from search.errors import BadInput
+from search.measure.hardware import fit_to_machine
+from search.measure.machine import gpus, removed_values, runnable_knob_values
+from search.sweep.batch_probe import ProbeFailed, bound_batch_size, probe_overrides
+from search.sweep.combinations import drop_clashes, parse_probes
+from search.sweep.constraints import Constraint, parse_constraints
+from search.sweep.early_stopping import choose_mode, make_pruner
+from search.sweep.hooks import SweepHooks
+from search.sweep.jobs import Jobs
+from search.sweep.metric_names import check_declared, declared_by, named_metrics
+from search.sweep.preflight import check_tracking_uri
+from search.sweep.settings import check_config, checked_trial
+from search.sweep.space import Space, build_space, to_override
+from search.sweep.study import check_storage, make_sampler, normalize_directions, open_storage
+from search.sweep.sweep_settings import SweepSettings
+from search.trial import slots as device_slots
+from search.trial.isolate import run_isolated
+
+ACCURACY_METRICS = ("val_accuracy", "val_loss", "time_to_accuracy_s")
+
+
+@dataclass
+class Plan:
+    space: Space
+    directions: list[str]
+    metrics: list[str] | None  # hydra.sweeper.metrics, less what the workload cannot measure; None: the task's values
+    constraints: list[Constraint]
+    study_name: str
+    storage: Any
+    sampler: optuna.samplers.BaseSampler
+    early_stopping: str = "off"  # pruner | staged | off (search/sweep/early_stopping.py)
+    pruner: Any = None
+    slots: list[device_slots.Slot] | None = None  # None: another launcher, batches of n_jobs
+    confirm_metrics: list[str] | None = None  # names the first ok trial must report (search/sweep/metric_names.py)
+
+
+def plan_sweep(settings: SweepSettings, jobs: Jobs, hooks: SweepHooks, sweep_dir: Path, arguments: list[str]) -> Plan:
+    check_config(jobs.config, "hydra.sweeper")  # the numeric settings (search/sweep/settings.py)
+    pruner = make_pruner(settings.pruner)
+    space = build_space(settings.params, arguments)
+    measures_accuracy, probed = True, []
+    if jobs.runs_our_trials():
+        probed, clashes = _check_knob_values(jobs, space)  # first: an unknown value is wrong everywhere
+        measures_accuracy = bool(probed[0].objective.measures_accuracy)
+        space, removed = fit_to_machine(space, removed_values(), runnable_knob_values())
+        if removed:
+            print(f"removed from the search space, this machine cannot run them: {'; '.join(removed)}", flush=True)
+        space, clashing = drop_clashes(space, clashes)
+        if clashing:
+            print(f"removed from the search space, they break a rule with a fixed value: {'; '.join(clashing)}",
+                  flush=True)
+    else:
+        for extra in [[]] + [[to_override(k, getattr(d, "choices", [getattr(d, "low", None)])[0])]
+                             for k, d in space.distributions.items()]:
+            jobs.compose_trial(space.fixed_overrides + extra)
+    metrics, directions = _metrics_and_directions(settings, jobs, measures_accuracy)
+    constraints = parse_constraints(settings.constraints)
+    named = named_metrics(metrics, constraints, hooks.named_metrics())
+    confirm = check_declared(named, declared_by(probed), jobs.default_study_name())
+    _check_writable(sweep_dir)
+    check_storage(settings.storage)  # every external dependency answers before anything is created
+    check_tracking_uri()
+    if settings.batch_size_probe and jobs.runs_our_trials():
+        space = _probe_batch_size(jobs, space)  # last: the cheap checks above fail first
+    sampler = make_sampler(settings.sampler, settings.seed, space.distributions)
+    name = settings.study_name or jobs.default_study_name()
+    storage = open_storage(settings.storage)  # creates the journal file: after every check
+    # Only this package's trials report a curve and run the probe, and only with an accuracy to report.
+    trains_here = jobs.runs_our_trials() and measures_accuracy
+    mode = choose_mode(settings.early_stopping and trains_here, metrics, directions, pruner)
+    slots = device_slots.make_slots(settings.slots, settings.trials_per_gpu, gpus().count) if jobs.run_here() else None
+    return Plan(space, directions, metrics, constraints, name, storage, sampler, mode, pruner, slots, confirm)
+
+
+def _check_knob_values(jobs: Jobs, space: Space) -> tuple[list[Any], dict[str, str]]:
+    """Compose the config at every categorical value and each numeric bound,
+    and validate it the way the trial will, so a bad value never becomes a
+    trial. Returns the parsed configs (objectives.TrialConfig) and the swept
+    values that break a combination rule with a fixed value (search/sweep/combinations.py)."""
+    from objectives import parse_config
+
+    return parse_probes(space, lambda extra: parse_config(checked_trial(
+        jobs.compose_trial(space.fixed_overrides + extra))))
+
+
+def _metrics_and_directions(settings: SweepSettings, jobs: Jobs,
+                            measures_accuracy: bool) -> tuple[list[str] | None, list[str]]:
+    """hydra.sweeper.metrics, less the accuracy ones when the workload measures
+    no accuracy (throughput-only workloads): said once, never invented."""
+    metrics = settings.metrics
+    directions = normalize_directions(settings.direction, metrics)
+    if metrics is None or measures_accuracy:
+        return metrics, directions
+    name = jobs.config.objective.get("name")
+    kept = [(m, d) for m, d in zip(metrics, directions) if m not in ACCURACY_METRICS]
+    if not kept:
+        raise BadInput(f"hydra.sweeper.metrics must name a metric objective {name!r} reports, and it measures no "
+                       f"accuracy; got {metrics}; fix: hydra.sweeper.metrics=[throughput_samples_per_s] "
+                       f"hydra.sweeper.direction=maximize")
+    if len(kept) < len(metrics):
+        print(f"objective {name!r} measures no accuracy: single-metric sweep on "
+              f"{', '.join(m for m, _ in kept)}", flush=True)
+    return [m for m, _ in kept], [d for _, d in kept]
+
+
+def _probe_batch_size(jobs: Jobs, space: Space) -> Space:
+    """Bound batch_size by what fits, measured in isolated probe trials before anything is created."""
+    from search.trial.typed_config import parse_trial
+
+    base = parse_trial(jobs.compose_trial(space.fixed_overrides))
+    micro_batches = base.parallel.devices * base.parallel.grad_accum if base is not None else 1
+
+    def run(batch_size: int) -> dict[str, Any]:
+        cfg = jobs.compose_trial(space.fixed_overrides + probe_overrides(batch_size, micro_batches))
+        return run_isolated(cfg, timeout_s=float(cfg["trial"]["timeout_s"]), parsed=parse_trial(cfg))
+
+    try:
+        space, line = bound_batch_size(space, run)
+    except ProbeFailed as err:
+        raise BadInput(f"the batch-size probe needs its trials to end ok or out of memory; {err}; "
+                       f"fix: run one trial at that configuration (python -m search run ...) to see why") from None
+    print(line, flush=True)
+    return space
+
+
+def _check_writable(sweep_dir: Path) -> None:
+    """Probe by making (and removing) a directory where the sweep's would go:
+    permission bits alone say yes to root on read-only or virtual filesystems."""
+    existing = next(p for p in (sweep_dir.absolute(), *sweep_dir.absolute().parents) if p.exists())
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".search-probe-", dir=existing))
+    except OSError:
+        raise BadInput(f"the sweep's output directory must be writable; got {sweep_dir} ({existing} is not writable); "
+                       f"fix: hydra.sweep.dir=<a writable directory>") from None

@@ -1,0 +1,172 @@
+"""Running the trials: ask Optuna for a configuration, launch it as a Hydra
+job, close it with its result (search/sweep/closing.py), until n_trials
+ran, the grid is used up, the failure policy gives up or the hooks' wall
+time passed.
+
+Under Hydra's basic launcher every device slot takes the next trial as soon
+as its last one ends (search/trial/slots.py); other launchers get batches
+of `n_jobs`.
+"""
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import optuna
+from hydra.core.utils import JobStatus
+
+from search.reports.progress import SweepProgress
+from search.sweep import interrupt
+from search.sweep.closing import abort_trial, close_trial
+from search.sweep.early_stopping import trial_overrides
+from search.sweep.failure_policy import FailurePolicy
+from search.sweep.hooks import SweepHooks
+from search.sweep.jobs import Jobs, result_of, trial_config
+from search.sweep.no_repeat import ask_unseen
+from search.sweep.planning import Plan
+from search.sweep.recovery import Heartbeat, close_stale, stale_trials
+from search.sweep.space import to_override
+from search.sweep.study import SweepGridSampler
+from search.sweep.sweep_settings import SweepSettings
+from search.tracking import mlflow_client
+from search.tracking import mlflow_runs as tracking
+from search.trial import slots
+from search.trial.composed_job import handing
+from search.trial.typed_config import parse_trial
+
+
+@dataclass
+class SweepRun:
+    """What every step of a running sweep needs."""
+
+    settings: SweepSettings
+    jobs: Jobs
+    plan: Plan
+    study: optuna.Study
+    sweep: tracking.Sweep
+    progress: SweepProgress
+    heartbeat: Heartbeat
+    rng: random.Random
+    failure_policy: FailurePolicy
+    wait_for_forkserver: Callable[[], None] = lambda: None
+    outcomes: list[str] = field(default_factory=list)
+
+    def grid_used_up(self) -> bool:
+        return isinstance(self.plan.sampler, SweepGridSampler) and self.plan.sampler.is_exhausted(self.study)
+
+
+def run_trials(run: SweepRun, hooks: SweepHooks, target: int) -> None:
+    """Trials until `target` ran (grown once by hooks.top_up), or the grid, the failure policy or the time says stop."""
+    max_wall_s = hooks.max_wall_s()
+    deadline = time.monotonic() + max_wall_s if max_wall_s else None
+    topped_up = False
+    while True:
+        if len(run.outcomes) >= target or (deadline is not None and time.monotonic() > deadline):
+            extra = 0 if topped_up else hooks.top_up()
+            topped_up, deadline = True, None  # topped up once, then the sweep ends
+            if not extra:
+                break
+            target = len(run.outcomes) + extra
+            run.progress.grow(target)
+        if run.grid_used_up():
+            run.progress.console.print(f"every grid point has run: stopping after {len(run.outcomes)} new trials")
+            break
+        if run.plan.slots is not None:
+            _run_slots(run, target - len(run.outcomes), deadline)
+        else:
+            _run_batch(run, min(run.settings.n_jobs, target - len(run.outcomes)))
+        if run.failure_policy.gives_up(run.outcomes):
+            break
+
+
+def recover(study: optuna.Study, settings: SweepSettings) -> None:
+    """Close what a killed sweep left RUNNING (Optuna FAIL, MLflow KILLED) and retry it."""
+    for trial in stale_trials(study, settings.stale_after_s):
+        with interrupt.deferred():  # closed and enqueued again, or left for the next start: never half
+            retried = close_stale(study, trial, settings.max_retries)
+        if retried is None:  # another worker closed it
+            continue
+        mlflow_client.close_stale_runs(trial.user_attrs.get("mlflow_run_id"),
+                                       trial.user_attrs.get("mlflow_parent_run_id"))
+        print(f"trial {trial.number} was left running by a killed sweep: closed as failed"
+              f"{', enqueued again' if retried else ''}", flush=True)
+
+
+def propose(run: SweepRun) -> slots.Launch:
+    """Ask for the next trial, compose and parse its config once, and open its MLflow run.
+    Trials that a worker killed meanwhile left running are closed first (another
+    worker's, or a dead sweep's on this host), so their retries come next."""
+    recover(run.study, run.settings)
+    plan, study, settings = run.plan, run.study, run.settings
+    trial = ask_unseen(study, plan.space.distributions, run.rng)
+    lines = (plan.space.fixed_overrides + [to_override(k, trial.params[k]) for k in plan.space.distributions]
+             + trial_overrides(study, trial, plan.early_stopping, settings.early_stopping_margin,
+                               settings.early_stopping_startup_trials))
+    run.heartbeat.track(trial)
+    trial.set_user_attr("mlflow_parent_run_id", run.sweep.parent_run_id)
+    trial.set_user_attr("overrides", lines)
+    job_config = run.jobs.compose(lines)
+    cfg = trial_config(job_config)
+    parsed = parse_trial(cfg) if run.jobs.runs_our_trials() else None  # None: a user's app, or a refused config
+    run_id = tracking.start_trial(run.sweep, trial.number, tracking.flatten(cfg))
+    if run_id is not None:
+        trial.set_user_attr("mlflow_run_id", run_id)
+    devices = parsed.parallel.devices if parsed is not None else 1
+    return slots.Launch(trial, lines, devices, job_config, parsed)
+
+
+def _run_slots(run: SweepRun, budget: int, deadline: float | None) -> None:
+    """Every device slot takes the next trial as soon as its last one ends, until `budget`
+    trials ran, the grid is used up or the deadline passed."""
+
+    def next_launch() -> slots.Launch | None:
+        if run.grid_used_up() or (deadline is not None and time.monotonic() > deadline):
+            return None
+        return propose(run)
+
+    def start(launch: slots.Launch, taken: list[slots.Slot]) -> Any:
+        visible = slots.cuda_visible_devices(taken)
+        launch.trial.set_user_attr("search.slots", ",".join(str(s.index) for s in taken))
+        launch.trial.set_user_attr("search.launched_unix_s", time.time())
+        run.progress.started([launch.trial.number], launch.trial.params)
+        with slots.detached_jobs(), handing(launch.config):
+            if visible is None:  # the config composed when the trial was proposed is this job's config
+                ret = run.jobs.run_composed(launch.job_config)
+            else:
+                ret = run.jobs.launch([launch.overrides + [f"trial.visible_devices='{visible}'"]])[0]
+        return ret.return_value if ret.status == JobStatus.COMPLETED else result_of(ret)
+
+    def finish(launch: slots.Launch, result: Any) -> bool:
+        launch.trial.set_user_attr("search.ended_unix_s", time.time())
+        run.outcomes.append(close_trial(run, launch.trial, result))
+        run.heartbeat.untrack(launch.trial)
+        return run.failure_policy.gives_up(run.outcomes)
+
+    def abort(launch: slots.Launch, err: BaseException) -> None:
+        abort_trial(run, launch.trial, err)
+
+    run.wait_for_forkserver()  # here, not in start(): slots.run defers signals there, and torch imports take seconds
+    slots.run(run.plan.slots or [], budget, next_launch, start, finish, abort)
+
+
+def _run_batch(run: SweepRun, batch: int) -> None:
+    """Another launcher (joblib, submitit): a batch of trials, launched together, awaited together."""
+    trials, overrides = [], []
+    try:
+        for _ in range(batch):
+            with interrupt.deferred():  # a trial asked for is in `trials`, so a signal can close it
+                launch = propose(run)
+                trials.append(launch.trial)
+                overrides.append(launch.overrides)
+        run.progress.started([t.number for t in trials], trials[0].params)
+        returns = run.jobs.launch(overrides)
+    except BaseException as err:
+        for trial in trials:
+            abort_trial(run, trial, err)
+        raise
+    with interrupt.deferred():  # every trial of the batch ended: each is told, none closed as interrupted
+        for trial, ret in zip(trials, returns):
+            run.outcomes.append(close_trial(run, trial, result_of(ret)))
+            run.heartbeat.untrack(trial)

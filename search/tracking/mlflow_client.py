@@ -1,0 +1,116 @@
+"""Talking to MLflow: the client's settings, whether the tracking server
+answers, and writing values, series and report files to a run. Every string
+that could hold a URL goes through `redact` first."""
+from __future__ import annotations
+
+import fcntl
+import math
+import os
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator, Mapping
+
+import mlflow
+from mlflow.entities import Metric, Param, RunTag
+from mlflow.tracking import MlflowClient
+
+from search.tracking.redact import redact
+
+_MAX_PARAM_CHARS = 6000
+_BATCH = 100
+
+
+def configure_client() -> None:
+    """MLflow's HTTP client retries for minutes by default; a sweep would stall
+    on a down server. Bounded unless the user set these themselves."""
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2")
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "1")
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "15")
+    # MLflow prints each run's URL, userinfo included, when a run ends on an
+    # http server; the sweep prints its own (redacted) pointer instead.
+    os.environ["MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT"] = "true"
+
+
+def how_to_look() -> str:
+    """The command (local store) or address (server) that shows the runs."""
+    uri = redact(mlflow.get_tracking_uri())
+    return f"open {uri}" if uri.startswith(("http://", "https://")) else f"mlflow ui --backend-store-uri {uri}"
+
+
+def log_values(client: MlflowClient, run_id: str, params: Mapping[str, Any] | None = None,
+               metrics: Mapping[str, float] | None = None, tags: Mapping[str, str] | None = None) -> None:
+    now_ms = int(time.time() * 1000)
+    param_list = [Param(k, redact(str(v))[:_MAX_PARAM_CHARS]) for k, v in (params or {}).items()]
+    metric_list = [Metric(k, float(v), now_ms, 0) for k, v in (metrics or {}).items()
+                   if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)]
+    tag_list = [RunTag(k, redact(str(v))[:_MAX_PARAM_CHARS]) for k, v in (tags or {}).items()]
+    for i in range(0, max(len(param_list), len(metric_list), len(tag_list)), _BATCH):
+        client.log_batch(run_id, metrics=metric_list[i:i + _BATCH], params=param_list[i:i + _BATCH],
+                               tags=tag_list[i:i + _BATCH])
+
+
+def log_series(client: MlflowClient, run_id: str, series: Mapping[str, list]) -> None:
+    """Sampled telemetry (GPU utilisation, power, ...) as stepped metrics: one point per sample."""
+    points = [Metric(k, float(v), ts, step) for k, values in series.items() for step, v, ts in values
+              if math.isfinite(v)]
+    for i in range(0, len(points), 1000):  # MLflow's per-request limit
+        client.log_batch(run_id, metrics=points[i:i + 1000])
+
+
+@contextmanager
+def _first_contact_lock(uri: str) -> Iterator[None]:
+    """Workers started together on one SQLite tracking database would each run
+    MLflow's schema migrations at once and break them; the first to take this
+    lock migrates, the others then find the schema current."""
+    if not uri.startswith("sqlite:///"):
+        yield
+        return
+    with open(f"{uri[len('sqlite:///'):]}.search-lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def check_reachable() -> None:
+    """Fail before anything is created when the tracking server cannot be used."""
+    from search.errors import BadInput
+
+    uri = mlflow.get_tracking_uri()
+    try:
+        with _first_contact_lock(uri):
+            MlflowClient(uri).search_experiments(max_results=1)
+    except Exception as err:  # refused connection, bad scheme, unwritable database
+        reason = " ".join(str(err).split())[:200]
+        raise BadInput(f"the MLflow tracking URI must be reachable; got {redact(uri)} "
+                       f"({type(err).__name__}: {redact(reason)}); fix: start the server or set MLFLOW_TRACKING_URI") from None
+
+
+def close_stale_runs(*run_ids: str | None) -> None:
+    """Close runs a killed sweep left RUNNING as KILLED (a finished run is left alone)."""
+    client = MlflowClient()
+    for run_id in filter(None, run_ids):
+        run = client.get_run(run_id)
+        if run.info.status == "RUNNING":
+            if run.data.tags.get("search.role") == "trial":
+                client.set_tag(run_id, "search.outcome", "crashed")
+            client.set_terminated(run_id, status="KILLED")
+
+
+def log_report(run_id: str | None, files: list[Path], tags: Mapping[str, str] | None = None,
+               artifact_path: str = "report") -> str | None:
+    """Attach report files (and tags) to a sweep's parent run. Returns None, or
+    why it could not (MLflow down): the files stay on disk either way."""
+    if run_id is None:
+        return "no MLflow parent run is known for this study"
+    client = MlflowClient()
+    try:
+        for path in files:
+            client.log_artifact(run_id, str(path), artifact_path)
+        for key, value in (tags or {}).items():
+            client.set_tag(run_id, key, redact(str(value))[:_MAX_PARAM_CHARS])
+    except Exception as err:  # unreachable server, unwritable artifact store
+        return f"{type(err).__name__}: {redact(' '.join(str(err).split())[:160])}"
+    return None
