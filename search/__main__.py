@@ -74,10 +74,13 @@ def run_hydra(command: str, rest: list[str]) -> None:
     from search.errors import BadInput, Interrupted, exit_bad_input
     from search.measure.nvml import pin_cuda_device_order
     from search.commands.precheck import check_command_line
+    from search.commands.gpu_default import gpu_default
 
     try:
         rest = check_command_line(rest)
         pin_cuda_device_order()  # before Hydra, the forkserver or any trial: children inherit it
+        if command == "multirun" and (gpu := gpu_default(rest)):  # a GPU and no objective=/search=: measure the GPU
+            rest = check_command_line([*rest, *gpu])
     except BadInput as err:
         exit_bad_input(err)
 

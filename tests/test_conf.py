@@ -2,6 +2,7 @@
 from a checkout and from a non-editable install."""
 from __future__ import annotations
 
+import itertools
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +12,7 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 from objectives import parse_config
+from objectives.config_check import CombinationError
 from search.paths import conf_dir
 from search.sweep.space import build_space, to_override
 
@@ -28,16 +30,53 @@ def test_checkout_finds_the_repositorys_conf() -> None:
 
 @pytest.mark.parametrize("group, name", [(g, n) for g, names in GROUPS.items() for n in names])
 def test_every_option_composes_and_every_space_value_is_a_valid_knob(group: str, name: str) -> None:
-    base = [f"{group}={name}", *NEEDS.get((group, name), [])]
+    check_composes([f"{group}={name}", *NEEDS.get((group, name), [])])
+
+
+# conf/search_objective/<space>_<objective>.yaml: what a space sets for one workload (gpu_gpt: gpt2-small)
+PAIRS = sorted(tuple(p.stem.split("_", 1)) for p in (CONF / "search_objective").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("space, objective", PAIRS)
+def test_every_space_composes_with_every_objective_it_has_settings_for(space: str, objective: str) -> None:
+    assert space in GROUPS["search"] and objective in GROUPS["objective"]
+    check_composes([f"search={space}", f"objective={objective}", *NEEDS.get(("objective", objective), [])])
+
+
+def check_composes(base: list[str]) -> None:
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
         cfg = compose("config", overrides=base, return_hydra_config=True)
         params = OmegaConf.to_container(cfg.hydra.sweeper.params)
         parse_config(OmegaConf.to_container(compose("config", overrides=base), resolve=True))
         space = build_space(params, [])
         for key, dist in space.distributions.items():
-            for value in getattr(dist, "choices", None) or (dist.low, dist.high):
-                probe = compose("config", overrides=[*base, to_override(key, value)])
-                parse_config(OmegaConf.to_container(probe, resolve=True))
+            for value in values_of(dist):
+                parses_with_some_swept_partner(base, space, key, value)
+
+
+def values_of(dist) -> list:
+    return list(getattr(dist, "choices", None) or (dist.low, dist.high))
+
+
+def parses_with_some_swept_partner(base: list[str], space, key: str, value) -> None:
+    """`key=value` parses at the other knobs' defaults, or, when a combination rule ties it to knobs the
+    space also sweeps (fp8 needs compile), with some value of those: the sampler can reach it."""
+    probe = [*base, to_override(key, value)]
+    try:
+        parse_config(OmegaConf.to_container(compose("config", overrides=probe), resolve=True))
+        return
+    except CombinationError as err:
+        partners = [f for f in err.fields if f != key]
+        if not partners or not all(f in space.distributions for f in partners):
+            raise
+    for combo in itertools.product(*(values_of(space.distributions[f]) for f in partners)):
+        lines = [to_override(f, v) for f, v in zip(partners, combo)]
+        try:
+            parse_config(OmegaConf.to_container(compose("config", overrides=[*probe, *lines]), resolve=True))
+            return
+        except CombinationError:
+            continue
+    raise AssertionError(f"{key}={value} parses with no value of the swept {partners}")
 
 
 def test_non_editable_install_ships_conf(tmp_path: Path) -> None:
