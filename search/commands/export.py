@@ -64,9 +64,9 @@ def choose(study: optuna.Study, metric: str | None, direction: str | None, where
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m search export", description=__doc__.split("\n\n")[0])
     add_study_arguments(parser)
-    parser.add_argument("--best", default=None, help="metric to optimise (default: the study's first objective)")
+    parser.add_argument("--best", default=None, help="metric to optimise (default: the study's first metric)")
     parser.add_argument("--direction", choices=("maximize", "minimize"), default=None,
-                        help="default: the study's direction for that objective (needed for other metrics)")
+                        help="default: the study's direction for that metric (needed for other metrics)")
     parser.add_argument("--where", action="append", default=[], help="a constraint, e.g. 'val_accuracy >= 0.97'")
     parser.add_argument("--out", type=Path, default=None, help="YAML file (default best-<study>.yaml)")
     args = parser.parse_args(argv)

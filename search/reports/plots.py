@@ -41,7 +41,8 @@ def _figures(study: optuna.Study, metric_names: Sequence[str]) -> list[tuple[str
     """(file stem, title, make(module)) where module is optuna.visualization or its matplotlib twin."""
     out: list[tuple[str, str, Callable[[Any], Any]]] = []
     if len(study.directions) > 1:
-        out.append(("pareto_front", "Pareto front", lambda v: v.plot_pareto_front(study, target_names=list(metric_names))))
+        out.append(("pareto_front", "Pareto front",
+                    lambda v: v.plot_pareto_front(study, target_names=list(metric_names))))
     for i, name in enumerate(metric_names):
         target = (lambda t, i=i: t.values[i]) if len(study.directions) > 1 else None
         kw = {"target": target, "target_name": name}

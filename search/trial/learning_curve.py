@@ -29,7 +29,7 @@ class TrialReporter:
 
     def __call__(self, step: int, value: float) -> bool:
         trial = self._trial or self._attach()
-        if len(trial.study.directions) > 1:  # Optuna's pruners refuse several objectives; the probe rule applies
+        if len(trial.study.directions) > 1:  # Optuna's pruners refuse multi-objective studies; the probe rule applies
             return False
         maximize = trial.study.direction.name == "MAXIMIZE"
         trial.report(value if maximize else 1.0 - value, step)  # minimize: the error, so lower is better

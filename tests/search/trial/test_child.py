@@ -62,3 +62,18 @@ def test_compile_time_counts_against_its_own_budget_not_the_trials_timeout() -> 
     assert late["outcome"] == "timeout"
     assert late["reason"] == ("ran past trial.timeout_s=10 plus 1 s of torch.compile "
                               "(up to trial.compile_timeout_s=1 s is not counted)")
+
+
+def test_the_child_runs_the_config_the_sweep_parsed_and_does_not_parse_the_dict_again() -> None:
+    """Parse once: the typed config handed to isolation is what the child runs. The dict beside it
+    breaks a rule (budget_samples=0): parsed again, the trial would end infeasible instead."""
+    from objectives import parse_config
+    from search.trial.isolate import run_isolated
+
+    handed = parse_config({"objective": {"name": "custom", "callable": "env_objective:objective"}})
+    result = run_isolated({"objective": {"name": "digits"}, "train": {"budget_samples": 0}}, timeout_s=120,
+                          parsed=handed)
+    assert result["outcome"] == "ok", result["reason"]
+    assert result["metrics"]["cuda_device_order_pci_bus"] == 1.0
+    refused = run_isolated({"objective": {"name": "digits"}, "train": {"budget_samples": 0}}, timeout_s=120)
+    assert refused["outcome"] == "infeasible" and "train.budget_samples" in refused["reason"], refused["reason"]
