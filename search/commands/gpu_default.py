@@ -111,6 +111,18 @@ def choose(overrides: Sequence[str], facts: GpuFacts) -> Choice:
                   f"{slots}); for the CPU default add {CPU_DEFAULT}")
 
 
+def what_multirun_runs(facts: GpuFacts | None = None) -> str:
+    """One line for doctor and selftest: what `python -m search multirun` with no overrides sweeps here."""
+    facts = detect() if facts is None else facts
+    if not facts.names:
+        return f"python -m search multirun sweeps {CPU_DEFAULT} on the CPU (no usable GPU: {facts.why_none})"
+    choice = choose([], facts)
+    if not choice.overrides:
+        return choice.line.removeprefix("search: ")
+    return (f"python -m search multirun sweeps the GPU default, {' '.join(choice.overrides)}, on "
+            f"{describe_gpus(facts.names)}; add {CPU_DEFAULT} for the CPU default")
+
+
 def describe_gpus(names: Sequence[str]) -> str:
     """'8 x NVIDIA H100 80GB HBM3' or 'NVIDIA A100, NVIDIA L4', and the CUDA_VISIBLE_DEVICES that chose them."""
     counts = {name: names.count(name) for name in names}

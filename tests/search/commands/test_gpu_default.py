@@ -140,6 +140,7 @@ def test_the_gpu_default_composes_to_gpt2_small_on_the_gpu_space() -> None:
     assert cfg.objective.name == "gpt" and cfg.objective.size == "gpt2-small"
     assert cfg.hydra.sweeper.batch_size_probe is True and cfg.hydra.sweeper.n_trials == 4
     assert cfg.train.budget_samples == 32768 and cfg.train.eval_batch_size == 16 and cfg.trial.timeout_s == 1800
+    assert cfg.train.window_steps == 50 and cfg.batch_size == 16  # the comparison point fits a 40 GB GPU in fp32
     assert cfg.parallel.devices == 1  # one trial per GPU
     space = build_space(OmegaConf.to_container(cfg.hydra.sweeper.params), [])
     varied = {key: tuple(d.choices) for key, d in space.distributions.items()}
@@ -171,3 +172,10 @@ def test_a_cpu_machine_runs_the_cpu_default_exactly_as_before(workdir) -> None:
 def test_the_module_names_every_objective_it_has_a_note_for() -> None:
     have = {p.stem.removeprefix("gpu_") for p in (REPO / "conf" / "search_objective").glob("gpu_*.yaml")}
     assert have == set(gd.NOTES)
+
+
+def test_doctor_and_selftest_line_says_what_multirun_sweeps_here() -> None:
+    assert "objective=gpt search=gpu" in gd.what_multirun_runs(EIGHT_H100)
+    assert "objective=digits search=default on the CPU (no usable GPU: NVML: no devices)" in gd.what_multirun_runs(
+        GpuFacts(why_none="NVML: no devices"))
+    assert "CPU-only build" in gd.what_multirun_runs(GpuFacts([H100], torch_cuda=None))
