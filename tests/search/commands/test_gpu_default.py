@@ -139,6 +139,7 @@ def test_the_gpu_default_composes_to_gpt2_small_on_the_gpu_space() -> None:
     cfg = compose_with(args)
     assert cfg.objective.name == "gpt" and cfg.objective.size == "gpt2-small"
     assert cfg.hydra.sweeper.batch_size_probe is True and cfg.hydra.sweeper.n_trials == 4
+    assert cfg.hydra.sweeper.study_name == "gpt-gpu"  # not the CPU space's study 'gpt'
     assert cfg.train.budget_samples == 32768 and cfg.train.eval_batch_size == 16 and cfg.trial.timeout_s == 1800
     assert cfg.train.window_steps == 50 and cfg.batch_size == 16  # the comparison point fits a 40 GB GPU in fp32
     assert cfg.parallel.devices == 1  # one trial per GPU
