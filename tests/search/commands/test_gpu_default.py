@@ -180,3 +180,25 @@ def test_doctor_and_selftest_line_says_what_multirun_sweeps_here() -> None:
     assert "objective=digits search=default on the CPU (no usable GPU: NVML: no devices)" in gd.what_multirun_runs(
         GpuFacts(why_none="NVML: no devices"))
     assert "CPU-only build" in gd.what_multirun_runs(GpuFacts([H100], torch_cuda=None))
+
+
+def test_search_gpu_default_0_turns_the_choice_off(monkeypatch, capsys) -> None:
+    monkeypatch.setenv("SEARCH_GPU_DEFAULT", "0")
+    assert gpu_default([], facts=EIGHT_H100) == [] and capsys.readouterr() == ("", "")
+    monkeypatch.setenv("SEARCH_GPU_DEFAULT", "1")
+    assert gpu_default([], facts=EIGHT_H100) == ["objective=gpt", "search=gpu"]
+
+
+def _cuda_available() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not _cuda_available(), reason="needs a CUDA GPU")
+def test_on_a_real_gpu_multirun_picks_gpt2_small_and_says_so(workdir) -> None:
+    shown = run_search("multirun", "--help", cwd=workdir, env={"SEARCH_GPU_DEFAULT": "1"})
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stderr.startswith("search: GPU default on") and "objective=gpt search=gpu" in shown.stderr
+    assert "size: gpt2-small" in shown.stdout and "budget_samples: 32768" in shown.stdout
