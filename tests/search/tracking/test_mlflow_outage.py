@@ -90,6 +90,7 @@ UNUSABLE_TRACKING = {  # the first with the default study journal, the others wi
 def test_unusable_tracking_uri_leaves_nothing_behind(workdir: Path, case: str) -> None:
     """Every dependency is checked before anything is created: opening the study storage would create
     the journal file (or the SQLite file), and the exit-2 run leaves not even an empty one."""
+    (workdir / "mlflow.db").unlink()  # the workdir fixture's empty database: each case makes its own
     tracking = UNUSABLE_TRACKING[case](workdir)
     storage = [] if case == "unreachable server" else [f"hydra.sweeper.storage=sqlite:///{workdir}/study.db"]
     before = sorted(workdir.rglob("*"))
