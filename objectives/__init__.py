@@ -13,17 +13,24 @@ names for a fixed sample budget and reports speed, accuracy and size:
   or their ``_target_`` model and datasets trained like the others
   (objectives/custom.py, objectives/instantiate.py)
 
-Every knob and the flag that controls it:
+Every knob and the flag that controls it (one module each in objectives/knobs/,
+listed in ``objectives.knobs.KNOBS``; the README's table is checked against it):
 
 - batch size (``batch_size``, per rank) and its LR rule
   (``optim.lr_scaling``: sqrt | linear | none, from ``optim.base_batch_size``)
 - DataLoader workers (``loader.num_workers``, ``pin_memory``,
-  ``persistent_workers``, ``prefetch_factor``)
-- precision (``precision``: fp32 | tf32 | bf16 | fp16 | fp8; CPU runs fp32, bf16)
+  ``persistent_workers``, ``prefetch_factor``, ``augment_on_device``)
+- precision (``precision``: fp32 | tf32 | bf16 | fp16 | fp8; CPU runs fp32, bf16;
+  fp8 needs ``parallel.compile`` other than none)
 - model pruning (``model_pruning.ratio`` in [0, 0.9], ``model_pruning.method``:
-  structured | unstructured | 2:4; 2:4 needs precision bf16 or fp16, and fp8
-  needs ``parallel.compile`` other than none)
-- parallelism (``parallel.devices`` DDP ranks, ``parallel.threads`` per rank)
+  structured | unstructured | '2:4'; '2:4' takes ratio 0.5 and precision bf16 or fp16)
+- parallelism (``parallel.devices`` DDP ranks, ``parallel.threads`` per rank,
+  ``parallel.grad_accum`` micro-batches per step)
+- compile (``parallel.compile``: none | default | reduce-overhead | max-autotune,
+  ``parallel.compile_backend``)
+- memory (``memory.activation_checkpointing``, ``memory.expandable_segments``)
+- framework (``framework.channels_last``, ``framework.cudnn_benchmark``)
+- the optimizer (``optim.lr``, ``optim.weight_decay``, ``optim.fused``)
 - the budget and timing (``train.budget_samples``, ``warmup_steps``,
   ``window_steps``, ``seed``, ``eval_batch_size``): windows timed between
   clock reads taken just after a device synchronize, with no host read of a
@@ -36,14 +43,18 @@ Every knob and the flag that controls it:
   learning curve handed to ``run_trial(cfg, report)``'s ``report(step,
   value) -> should_stop``; a stopped trial's outcome is ``stopped_early``
 
+A value this machine cannot run is refused before any work by the knob's
+hardware check (``HardwareError``, a ConfigError; the trial ends ``infeasible``).
 A knob a workload cannot use is listed in info ``knobs_not_applied``.
 
 Imports only torch, numpy, scikit-learn, psutil and torch-pruning; never the
 sweeper, Optuna, Hydra or MLflow (the ``report`` callable is the sweep's).
 """
 
-from objectives.config import CombinationError, ConfigError, TrialConfig, parse_config
+from objectives.config import CombinationError, ConfigError, HardwareError, TrialConfig, parse_config
+from objectives.hardware import Hardware
 from objectives.result import TrialResult
 from objectives.run import run_trial
 
-__all__ = ["CombinationError", "ConfigError", "TrialConfig", "TrialResult", "parse_config", "run_trial"]
+__all__ = ["CombinationError", "ConfigError", "Hardware", "HardwareError", "TrialConfig", "TrialResult",
+           "parse_config", "run_trial"]

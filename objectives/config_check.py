@@ -22,7 +22,23 @@ class CombinationError(ConfigError):
 
     The sweep uses the names to tell a swept value that clashes with a fixed
     one (it leaves the space before the sweep) from one that clashes only with
-    another swept value (a trial drawing both ends infeasible).
+    another swept value (the sampler never proposes the pair).
+    """
+
+    def __init__(self, message: str, fields: tuple[str, ...] = ()):
+        super().__init__(message)
+        self.fields = fields
+
+    def __reduce__(self):  # type: ignore[override]
+        return (type(self), (str(self), self.fields))
+
+
+class HardwareError(ConfigError):
+    """A value this machine cannot run; ``fields`` names the keys the check read (dotted paths).
+
+    Raised by a knob's ``check_hardware`` from the facts in objectives/hardware.py,
+    the same check in the sweep (values leave the space) and in the trial
+    (the trial ends ``infeasible``).
     """
 
     def __init__(self, message: str, fields: tuple[str, ...] = ()):

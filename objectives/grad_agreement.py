@@ -2,8 +2,9 @@
 
 k ranks each given a contiguous 1/k of ``sample_indices`` must produce the
 same averaged gradients as one rank given all of them. Tests call this with
-augmentation off; it builds the model exactly as run_trial does (same seed,
-model pruning, precision, DDP wrap), so it checks the real code path.
+augmentation off; the model is run_trial's own build (objectives/build.py:
+same seed, model pruning, precision, checkpointing, compile, DDP wrap), so it
+checks the real code path.
 """
 
 from __future__ import annotations
@@ -11,25 +12,18 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from objectives.build import build_model
 from objectives.config import TrialConfig, parse_config
-from objectives.knobs.model_pruning import apply_model_pruning, layers_kept
-from objectives.knobs.parallel import (
-    apply_ddp,
-    apply_threads,
-    check_parallel,
-    device_for_rank,
-    init_process_group,
-    unwrap,
-)
-from objectives.knobs.precision import apply_precision
+from objectives.hardware import from_torch
+from objectives.knobs import check_hardware
+from objectives.knobs.parallel import apply_threads, device_for_rank, init_process_group, unwrap
 from objectives.launch import run_ranks
-from objectives.workloads import build_workload
 
 
 def flat_grads_after_one_step(cfg: dict, sample_indices: list[int]) -> np.ndarray:
     """Flattened gradients (rank 0's, after DDP's all-reduce) of the mean loss over ``sample_indices``."""
     trial = parse_config(cfg)
-    check_parallel(trial.parallel)
+    check_hardware(trial, from_torch())
     world_size = trial.parallel.devices
     if len(sample_indices) % world_size:
         raise ValueError(f"{len(sample_indices)} samples do not split evenly over {world_size} ranks")
@@ -43,19 +37,15 @@ def _grads_on_rank(rank: int, world_size: int, port: int, cfg: TrialConfig, samp
     device = device_for_rank(rank)
     if world_size > 1:
         init_process_group(rank, world_size, port)
-    torch.manual_seed(cfg.train.seed)
-    work = build_workload(cfg.objective, cfg.train.eval_batch_size)
-    train_set = work.train_set
-    model = apply_model_pruning(cfg.model_pruning, work.model, work.example_input, layers_kept(cfg.model_pruning, work))
-    model, precision = apply_precision(cfg.precision, model.to(device), device.type)
-    model = apply_ddp(cfg.parallel, model, device)
+    built = build_model(cfg, device, world_size)
     share = len(sample_indices) // world_size
     mine = sample_indices[rank * share : (rank + 1) * share]
+    train_set = built.work.train_set
     x = torch.stack([train_set[i][0] for i in mine]).to(device)
     y = torch.stack([train_set[i][1] for i in mine]).to(device)
-    model.train()
-    with precision.autocast():
-        loss = work.loss_fn(model(x), y)
+    built.model.train()
+    with built.precision.autocast():
+        loss = built.work.loss_fn(built.model(x), y)
     loss.backward()
-    grads = [p.grad.detach().flatten().float().cpu() for p in unwrap(model).parameters()]
+    grads = [p.grad.detach().flatten().float().cpu() for p in unwrap(built.model).parameters()]
     return torch.cat(grads).numpy()

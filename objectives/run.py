@@ -1,16 +1,18 @@
 """``run_trial(cfg) -> TrialResult``: one trial, top to bottom.
 
 build the workload -> model pruning -> precision -> activation checkpointing
--> channels_last -> compile -> parallelize -> optimizer -> loop -> evaluate.
-Every workload (digits, gpt, resnet, the user's ``_target_`` objective) is a
-Workload record and goes through this one path; the user's
-``objective.callable`` trains itself and is only wrapped. Every knob is
-applied by its own ``apply_*`` function from ``objectives.knobs``, here and
-nowhere else, in this order:
+-> channels_last -> compile -> parallelize -> optimizer -> loader -> loop ->
+evaluate -> result. Every workload (digits, gpt, resnet, the user's
+``_target_`` objective) is a Workload record and goes through this one path;
+the user's ``objective.callable`` trains itself and is only wrapped. Every
+knob is applied by its own ``apply_*`` function from ``objectives.knobs``,
+here and in the builds (objectives/build.py) and nowhere else, in
+``objectives.knobs.RUN_ORDER``, which says why each sits where it does:
 
 - the allocator setting (expandable segments) first, in run_trial, as the
   trial process's PYTORCH_CUDA_ALLOC_CONF: the allocator reads it once, when
   CUDA starts, and DDP ranks inherit it;
+- each rank's threads before any torch work;
 - model pruning first on the model, on the plain module, because
   torch-pruning traces the graph and replaces layers, and parameter/FLOP
   counts must be taken on either side of it;
@@ -19,10 +21,12 @@ nowhere else, in this order:
 - channels_last before compile, so compile sees the memory format it will run;
 - compile before DDP, as torchtitan does, so DDP's hooks see the compiled
   module's parameters;
-- the optimizer last, so it holds exactly the final parameters.
+- the LR rule and the optimizer last, so it holds exactly the final parameters;
+- the loader (workers, pinned memory, augmentation on the device) and the
+  loop (gradient accumulation) after the model.
 
-Batch-side knobs (workers, pinned memory, augmentation on the device,
-gradient accumulation) act on the loader and the loop.
+Every knob's hardware check runs first, against the facts torch gives
+(objectives/hardware.py), the same checks the sweep ran on NVML's facts.
 
 A knob that cannot apply to the workload (model pruning on a model with
 nothing to prune, a time-to-accuracy target for a workload that measures no
@@ -30,53 +34,33 @@ accuracy) is named in info ``knobs_not_applied`` and in one warning line on
 stderr, never silently dropped.
 
 With ``parallel.devices > 1`` this process starts one process per rank
-(objectives.launch) and returns rank 0's result; it does no torch work of
-its own first, which keeps forking safe.
+(objectives.launch) and returns rank 0's result; CUDA ranks start by
+forkserver, so the hardware facts read here do not break them.
 """
 
 from __future__ import annotations
 
 import math
 import time
+from typing import Any
 
 import torch
 from torch.utils.data import DataLoader
 
 from objectives import measure
+from objectives.build import BuiltModel, build_loader, build_model, measures_accuracy
 from objectives.config import CustomConfig, TrialConfig, parse_config
 from objectives.custom import run_callable, warn_not_applied
-from objectives.in_trial_stopping import Report, plan_early_stop
-from objectives.knobs.batch_size import apply_lr_scaling, global_batch_size, steps_for_budget
-from objectives.knobs.compile import apply_compile, compile_wall_s
-from objectives.knobs.framework import apply_framework, channels_last_skip_reason, check_framework, input_format
-from objectives.knobs.loader import apply_loader, device_augment_skip_reason
-from objectives.knobs.memory import (
-    apply_activation_checkpointing,
-    apply_expandable_segments,
-    check_memory,
-    checkpointing_skip_reason,
-)
-from objectives.knobs.model_pruning import (
-    check_model_pruning,
-    finalize_model_pruning,
-    layers_kept,
-    model_pruning_skip_reason,
-    prune_and_count,
-)
-from objectives.knobs.optimizer import build_optimizer
-from objectives.knobs.parallel import (
-    apply_ddp,
-    apply_threads,
-    backend,
-    check_parallel,
-    device_for_rank,
-    init_process_group,
-    unwrap,
-)
-from objectives.knobs.precision import apply_precision, check_precision
+from objectives.hardware import from_torch
+from objectives.in_trial_stopping import EarlyStop, Report, plan_early_stop
+from objectives.knobs import check_hardware
+from objectives.knobs.batch_size import steps_for_budget
+from objectives.knobs.compile import compile_wall_s
+from objectives.knobs.memory import apply_expandable_segments
+from objectives.knobs.model_pruning import finalize_model_pruning
+from objectives.knobs.parallel import apply_threads, backend, device_for_rank, init_process_group, unwrap
 from objectives.launch import run_ranks, start_method
 from objectives.result import TrialResult
-from objectives.sampling import ShardedEpochSampler
 from objectives.time_to_accuracy import plan_target_accuracy
 from objectives.timing import (
     WindowPlan,
@@ -86,9 +70,7 @@ from objectives.timing import (
     timed_intervals_unix_s,
     window_times_s,
 )
-from objectives.train import evaluate, train
-from objectives.workload import Workload
-from objectives.workloads import build_workload
+from objectives.train import TrainLog, evaluate, train
 
 
 def run_trial(cfg: dict, report: Report | None = None, parsed: TrialConfig | None = None) -> TrialResult:
@@ -102,46 +84,19 @@ def run_trial(cfg: dict, report: Report | None = None, parsed: TrialConfig | Non
     throughput probe is below ``train.stop_below_samples_per_s``, ends with
     outcome "stopped_early" and the metrics measured so far.
 
-    Raises ConfigError for a value this machine cannot run (fp16/tf32/fp8
-    without CUDA, more ranks than devices), and RuntimeError if any rank
-    fails; a non-finite loss is not an error but the outcome "diverged".
+    Raises ConfigError (HardwareError) for a value this machine cannot run
+    (fp16/tf32/fp8 without CUDA, more ranks than devices), and RuntimeError if
+    any rank fails; a non-finite loss is not an error but the outcome "diverged".
     """
     trial = parsed if parsed is not None else parse_config(cfg)
     apply_expandable_segments(trial.memory.expandable_segments)  # before anything starts CUDA
     if isinstance(trial.objective, CustomConfig) and trial.objective.callable is not None:
         return run_callable(trial.objective.callable, cfg)
-    device_type = "cuda" if torch.cuda.is_available() else "cpu"
-    check_precision(trial.precision, device_type)
-    check_model_pruning(trial.model_pruning, device_type)
-    check_memory(trial.memory, device_type)
-    check_framework(trial.framework, device_type)
-    check_parallel(trial.parallel)
+    check_hardware(trial, from_torch())
     if trial.parallel.devices == 1:
         return TrialResult.from_dict(trial_on_rank(0, 1, 0, trial, report))
     result = run_ranks(trial_on_rank, trial.parallel.devices, trial.parallel.threads, (trial, report))
     return TrialResult.from_dict(result)
-
-
-def knobs_not_applied(cfg: TrialConfig, work: Workload) -> dict[str, str]:
-    """Knob -> why it cannot apply to this workload, decided before training starts."""
-    reasons = {}
-    model_pruning = model_pruning_skip_reason(cfg.model_pruning, work.model, layers_kept(cfg.model_pruning, work))
-    if model_pruning:
-        reasons["model_pruning"] = model_pruning
-    if cfg.train.target_val_accuracy is not None and not measures_accuracy(cfg, work):
-        reasons["train.target_val_accuracy"] = f"objective {cfg.objective.name} measures no accuracy"
-    for knob, reason in (
-        ("memory.activation_checkpointing", checkpointing_skip_reason(cfg.memory, work.checkpoint_blocks)),
-        ("framework.channels_last", channels_last_skip_reason(cfg.framework, work.example_input)),
-        ("loader.augment_on_device", device_augment_skip_reason(cfg.loader, work.device_augment)),
-    ):
-        if reason:
-            reasons[knob] = reason
-    return reasons
-
-
-def measures_accuracy(cfg: TrialConfig, work: Workload) -> bool:
-    return work.val_set is not None and bool(cfg.objective.measures_accuracy)
 
 
 def trial_on_rank(rank: int, world_size: int, port: int, cfg: TrialConfig, report: Report | None = None) -> dict:
@@ -150,28 +105,9 @@ def trial_on_rank(rank: int, world_size: int, port: int, cfg: TrialConfig, repor
     device = device_for_rank(rank)
     if world_size > 1:
         init_process_group(rank, world_size, port)
-    torch.manual_seed(cfg.train.seed)  # identical initial weights on every rank
-    work = build_workload(cfg.objective, cfg.train.eval_batch_size)
-    not_applied = knobs_not_applied(cfg, work)
-    pruned = prune_and_count(cfg.model_pruning, work, applies="model_pruning" not in not_applied)
-    model, metrics, semi_sparse_names = pruned.model, pruned.metrics, pruned.semi_sparse_layers
-    if pruned.not_applied:
-        not_applied["model_pruning"] = pruned.not_applied
-    if work.model_flops_per_token is not None:
-        metrics["model_flops_per_token"] = work.model_flops_per_token(model)
-
-    model, precision = apply_precision(cfg.precision, model.to(device), device.type)
-    if cfg.precision == "fp8":
-        metrics["fp8_converted_layers"] = len(precision.fp8_converted_layers)
-    model = apply_activation_checkpointing(cfg.memory, model, work.checkpoint_blocks)
-    channels_last = "framework.channels_last" not in not_applied
-    model = apply_framework(cfg.framework, model, device.type, channels_last)
-    model = apply_compile(cfg.parallel, model)
-    model = apply_ddp(cfg.parallel, model, device)
-
-    global_batch = global_batch_size(cfg.batch_size, world_size, cfg.parallel.grad_accum)
-    lr = apply_lr_scaling(cfg.optim, global_batch)
-    optimizer = build_optimizer(cfg.optim, model.parameters(), lr)
+    built = build_model(cfg, device, world_size)
+    fed = build_loader(cfg, built, rank, world_size)
+    work, model, global_batch = built.work, built.model, built.global_batch
 
     val_loader = None
     if rank == 0 and measures_accuracy(cfg, work):
@@ -179,32 +115,32 @@ def trial_on_rank(rank: int, world_size: int, port: int, cfg: TrialConfig, repor
         val_loader = DataLoader(work.val_set, batch_size=cfg.train.eval_batch_size, generator=torch.Generator())
 
     def evaluate_now() -> dict[str, float]:
-        return evaluate(unwrap(model), val_loader, precision, device, work.loss_fn) if val_loader else {}
+        return evaluate(unwrap(model), val_loader, built.precision, device, work.loss_fn) if val_loader else {}
 
     target = None
-    if "train.target_val_accuracy" not in not_applied:
+    if "train.target_val_accuracy" not in built.not_applied:
         target = plan_target_accuracy(cfg.train, global_batch, evaluate_now)
-
-    torch.manual_seed(cfg.train.seed + 7919 * (rank + 1))  # different augmentation per rank
-    train_set, prepare_input = work.train_set, input_format(cfg.framework, channels_last)
-    if cfg.loader.augment_on_device and "loader.augment_on_device" not in not_applied:
-        train_set, to_format, augment = work.device_augment_train_set, prepare_input, work.device_augment
-        prepare_input = lambda x: to_format(augment(x))  # noqa: E731
-    sampler = ShardedEpochSampler(len(train_set), cfg.batch_size, rank, world_size, cfg.train.seed)
-    loader = apply_loader(cfg.loader, train_set, cfg.batch_size, sampler)
     steps = steps_for_budget(cfg.train.budget_samples, global_batch)
     min_warmup = 1 if cfg.parallel.compile != "none" else 0  # the first step compiles
     plan = plan_windows(steps, cfg.train.warmup_steps, cfg.train.window_steps, min_warmup_steps=min_warmup)
     curve = report is not None and measures_accuracy(cfg, work)
     early_stop = plan_early_stop(cfg.train, plan, steps, global_batch, report if rank == 0 else None, curve,
                                  evaluate_now)
-    log = train(model, optimizer, loader, sampler, steps, plan, precision, device, work.loss_fn, target,
-                cfg.parallel.grad_accum, prepare_input, early_stop)
+    log = train(model, built.optimizer, fed.loader, fed.sampler, steps, plan, built.precision, device, work.loss_fn,
+                target, cfg.parallel.grad_accum, fed.prepare_input, early_stop)
     finalize_model_pruning(unwrap(model))
     if log.stopped_early:  # the windows that ran: the probe's, or those before the learning curve was stopped
         plan = WindowPlan(plan.warmup_steps, plan.window_steps,
                           max(0, (log.steps_done - plan.warmup_steps) // plan.window_steps))
+    metrics, info, timed_windows = measured(cfg, built, log, plan, steps, device, rank, world_size)
+    return assemble_result(metrics, info, timed_windows, log, steps, early_stop, target, val_loader, evaluate_now,
+                           world_size)
 
+
+def measured(cfg: TrialConfig, built: BuiltModel, log: TrainLog, plan: WindowPlan, steps: int,
+             device: torch.device, rank: int, world_size: int) -> tuple[dict[str, float], dict[str, str], list]:
+    """The metrics and info of the training that ran, and its timed windows' wall-clock intervals."""
+    model, global_batch, metrics = built.model, built.global_batch, built.metrics
     window_times = window_times_s(log.spans, plan)
     metrics.update(throughput_summary(window_times, plan, global_batch))
     if cfg.parallel.compile != "none" and "step_time_p50_ms" in metrics:
@@ -218,37 +154,43 @@ def trial_on_rank(rank: int, world_size: int, port: int, cfg: TrialConfig, repor
     if device.type == "cuda":
         metrics.update(cuda_peak_allocated_bytes=torch.cuda.max_memory_allocated(device),
                        cuda_peak_reserved_bytes=torch.cuda.max_memory_reserved(device))
-    if work.tokens_per_sample and "throughput_samples_per_s" in metrics:
-        metrics["throughput_tokens_per_s"] = metrics["throughput_samples_per_s"] * work.tokens_per_sample
+    if built.work.tokens_per_sample and "throughput_samples_per_s" in metrics:
+        metrics["throughput_tokens_per_s"] = metrics["throughput_samples_per_s"] * built.work.tokens_per_sample
     metrics.update(
         samples_trained=log.steps_done * global_batch,
         train_wall_s=log.train_wall_s,
         train_loss_final=log.train_loss_final,
-        lr_effective=lr,
+        lr_effective=built.lr,
         params_nonzero=measure.params_nonzero(model),
         loader_worker_processes=log.loader_worker_processes,
         steps=log.steps_done,
     )
     info = {
         "model_class": type(unwrap(model)).__name__,  # OptimizedModule when compiled
-        "optimizer_fused": str(bool(optimizer.defaults.get("fused"))).lower(),
+        "optimizer_fused": str(bool(built.optimizer.defaults.get("fused"))).lower(),
         "precision_used": cfg.precision,
         "autocast_dtype": log.logits_dtype,
         "world_size": str(world_size),
         "device": device.type,
     }
-    if precision.fp8_converted_layers:
-        info["fp8_converted_layer_names"] = ",".join(precision.fp8_converted_layers)
-    if semi_sparse_names:
-        info["model_pruning_semi_structured_layer_names"] = ",".join(semi_sparse_names)
+    if built.precision.fp8_converted_layers:
+        info["fp8_converted_layer_names"] = ",".join(built.precision.fp8_converted_layers)
+    if built.semi_sparse_layers:
+        info["model_pruning_semi_structured_layer_names"] = ",".join(built.semi_sparse_layers)
     if world_size > 1:
         info["ddp_backend"] = backend()
         info["rank_start_method"] = start_method(cfg.parallel.threads)
-    if not_applied:
-        info["knobs_not_applied"] = ",".join(not_applied)
+    if built.not_applied:
+        info["knobs_not_applied"] = ",".join(built.not_applied)
         if rank == 0:
-            warn_not_applied(cfg.objective.name, not_applied)
+            warn_not_applied(cfg.objective.name, built.not_applied)
+    return metrics, info, timed_windows
 
+
+def assemble_result(metrics: dict[str, float], info: dict[str, str], timed_windows: list, log: TrainLog, steps: int,
+                    early_stop: EarlyStop | None, target: Any, val_loader: DataLoader | None,
+                    evaluate_now: Any, world_size: int) -> dict:
+    """The outcome (diverged, stopped_early or ok) with its metrics; evaluates the final weights when ok."""
     if log.diverged_within_steps is not None:
         metrics["peak_rss_bytes"] = measure.peak_rss_bytes()
         finite = {k: float(v) for k, v in metrics.items() if math.isfinite(v)}

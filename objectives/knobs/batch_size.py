@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import math
 
-from objectives.config import OptimConfig
+from objectives.knobs.knob import Knob
+from objectives.knobs.optimizer import OptimConfig
+
+LR_SCALINGS = ("sqrt", "linear", "none")
 
 
 def global_batch_size(batch_size: int, world_size: int, grad_accum: int = 1) -> int:
@@ -27,3 +30,18 @@ def apply_lr_scaling(optim: OptimConfig, global_batch: int) -> float:
     ratio = global_batch / optim.base_batch_size
     factor = {"sqrt": math.sqrt(ratio), "linear": ratio, "none": 1.0}[optim.lr_scaling]
     return optim.lr * factor
+
+
+KNOB = Knob(
+    name="batch size",
+    section="batch_size",
+    values="samples per device per step; LR follows the global batch by `optim.lr_scaling` "
+           "(`sqrt`, `linear`, `none`) from `optim.base_batch_size`",
+    acts_on="loader, optimizer",
+    rules={
+        "batch_size": ("an int >= 1", lambda v: v >= 1, 64),
+        "optim.base_batch_size": ("an int >= 1", lambda v: v >= 1, 64),
+        "optim.lr_scaling": (f"one of {', '.join(LR_SCALINGS)}", lambda v: v in LR_SCALINGS, "sqrt"),
+    },
+    applies=("apply_lr_scaling",),
+)

@@ -12,11 +12,29 @@ how long the trial has compiled from objectives/compile_clock.py.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 from torch import nn
 
 from objectives.compile_clock import start_compile_clock
-from objectives.config import ParallelConfig
+from objectives.config_check import CombinationError
+from objectives.knobs.knob import Knob
+from objectives.knobs.parallel import ParallelConfig
+
+if TYPE_CHECKING:
+    from objectives.config import TrialConfig
+
+COMPILE_MODES = ("none", "default", "reduce-overhead", "max-autotune")
+
+
+def check_combinations(cfg: TrialConfig) -> None:
+    if cfg.parallel.compile != "none" and cfg.train.warmup_steps < 1:
+        raise CombinationError(
+            f"train.warmup_steps must be >= 1 with parallel.compile={cfg.parallel.compile}, so compilation stays "
+            f"out of throughput; got {cfg.train.warmup_steps}; fix: train.warmup_steps=5",
+            ("parallel.compile", "train.warmup_steps"),
+        )
 
 
 def apply_compile(parallel: ParallelConfig, model: nn.Module) -> nn.Module:
@@ -31,3 +49,19 @@ def apply_compile(parallel: ParallelConfig, model: nn.Module) -> nn.Module:
 def compile_wall_s(step_times_s: list[float], timed_median_s: float) -> float:
     """What the first step took beyond a steady step: the compilation."""
     return max(0.0, step_times_s[0] - timed_median_s) if step_times_s else 0.0
+
+
+KNOB = Knob(
+    name="compile",
+    section="parallel",
+    values="`parallel.compile`: `none`, `default`, `reduce-overhead`, `max-autotune`; `parallel.compile_backend`",
+    acts_on="model",
+    rules={
+        "parallel.compile": (f"one of {', '.join(COMPILE_MODES)}", lambda v: v in COMPILE_MODES, "default"),
+        "parallel.compile_backend": ("a torch.compile backend name", lambda v: v != "", "inductor"),
+    },
+    check_combinations=check_combinations,
+    combination_rules=("parallel.compile other than none needs train.warmup_steps >= 1 (compilation stays out "
+                       "of throughput)",),
+    applies=("apply_compile",),
+)

@@ -9,19 +9,33 @@ fastest; it exists only with CUDA.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Callable
 
 import torch
 from torch import nn
 
-from objectives.config import ConfigError, FrameworkConfig
+from objectives.config_check import HardwareError
+from objectives.hardware import Hardware
+from objectives.knobs.knob import Knob
 
 
-def check_framework(framework: FrameworkConfig, device_type: str) -> None:
-    if framework.cudnn_benchmark and device_type != "cuda":
-        raise ConfigError(
-            f"framework.cudnn_benchmark needs a CUDA GPU (cuDNN); got true on device {device_type!r}; "
-            "fix: framework.cudnn_benchmark=false"
+@dataclass
+class FrameworkConfig:
+    """The ``framework`` section."""
+
+    channels_last: bool = False
+    """NHWC memory format for 4-D image inputs (conv models)."""
+    cudnn_benchmark: bool = False
+    """cuDNN times its conv algorithms per shape and keeps the fastest (GPU only)."""
+
+
+def check_hardware(framework: FrameworkConfig, hw: Hardware) -> None:
+    if framework.cudnn_benchmark and not hw.gpu_count:
+        raise HardwareError(
+            f"framework.cudnn_benchmark needs a CUDA GPU (cuDNN); got true with {hw.shown_capability()}; "
+            "fix: framework.cudnn_benchmark=false",
+            ("framework.cudnn_benchmark",),
         )
 
 
@@ -44,3 +58,15 @@ def input_format(framework: FrameworkConfig, applies: bool) -> Callable[[torch.T
     if framework.channels_last and applies:
         return lambda x: x.contiguous(memory_format=torch.channels_last)
     return lambda x: x
+
+
+KNOB = Knob(
+    name="framework",
+    section="framework",
+    values="`channels_last`, `cudnn_benchmark` (CUDA)",
+    acts_on="model, input",
+    config=FrameworkConfig,
+    check_hardware=check_hardware,
+    doctor_values=lambda hw: {"framework.cudnn_benchmark": [False, True]},
+    applies=("apply_framework",),
+)

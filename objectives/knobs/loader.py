@@ -23,15 +23,31 @@ cost about 3 s per epoch (measured: 7.2 s against 1.4 s of training for
 
 from __future__ import annotations
 
-from typing import Any, Callable
-
 import multiprocessing as mp
 import sys
+from dataclasses import dataclass, field
+from typing import Any, Callable
 
 import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
-from objectives.config import LoaderConfig
+from objectives.knobs.knob import Knob
+
+
+@dataclass
+class LoaderConfig:
+    """The ``loader`` section."""
+
+    num_workers: int = 0
+    """DataLoader worker processes (forked); 0 loads in the training process."""
+    pin_memory: bool | None = field(default=None, metadata={"kind": bool})
+    """Page-locked batches for asynchronous host-to-GPU copies; null: on when the trial trains on CUDA."""
+    persistent_workers: bool = False
+    """Keep the workers between epochs; used only when ``num_workers > 0``."""
+    prefetch_factor: int = 2
+    """Batches each worker loads ahead; used only when ``num_workers > 0``."""
+    augment_on_device: bool = False
+    """Load un-augmented samples and augment whole batches on the device."""
 
 
 def pin_memory(loader: LoaderConfig, device_type: str) -> bool:
@@ -60,3 +76,17 @@ def device_augment_skip_reason(loader: LoaderConfig, device_augment: Callable | 
     if loader.augment_on_device and device_augment is None:
         return "the workload has no augmentation to move to the device"
     return ""
+
+
+KNOB = Knob(
+    name="workers",
+    section="loader",
+    values="DataLoader `num_workers`, `pin_memory`, `prefetch_factor`, `persistent_workers`, `augment_on_device`",
+    acts_on="loader",
+    config=LoaderConfig,
+    rules={
+        "loader.num_workers": ("an int >= 0", lambda v: v >= 0, 0),
+        "loader.prefetch_factor": ("an int >= 1", lambda v: v >= 1, 2),
+    },
+    applies=("apply_loader",),
+)

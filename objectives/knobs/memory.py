@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import os
+from dataclasses import dataclass
 from typing import MutableMapping
 
 from torch import nn
@@ -27,14 +28,27 @@ from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import (
     checkpoint_wrapper,
 )
 
-from objectives.config import ConfigError, MemoryConfig
+from objectives.config_check import HardwareError
+from objectives.hardware import Hardware
+from objectives.knobs.knob import Knob
 
 
-def check_memory(memory: MemoryConfig, device_type: str) -> None:
-    if memory.expandable_segments and device_type != "cuda":
-        raise ConfigError(
-            f"memory.expandable_segments is a CUDA allocator setting; got true on device {device_type!r}; "
-            "fix: memory.expandable_segments=false"
+@dataclass
+class MemoryConfig:
+    """The ``memory`` section."""
+
+    activation_checkpointing: bool = False
+    """Recompute the workload's blocks in backward instead of keeping their activations."""
+    expandable_segments: bool = False
+    """The CUDA caching allocator grows segments instead of fragmenting (GPU only)."""
+
+
+def check_hardware(memory: MemoryConfig, hw: Hardware) -> None:
+    if memory.expandable_segments and not hw.gpu_count:
+        raise HardwareError(
+            f"memory.expandable_segments is a CUDA allocator setting; got true with {hw.shown_capability()}; "
+            "fix: memory.expandable_segments=false",
+            ("memory.expandable_segments",),
         )
 
 
@@ -71,3 +85,15 @@ def apply_activation_checkpointing(memory: MemoryConfig, model: nn.Module, block
     wrapper = functools.partial(checkpoint_wrapper, checkpoint_impl=CheckpointImpl.NO_REENTRANT)
     wrap_blocks(model, checkpoint_wrapper_fn=wrapper, check_fn=lambda m: id(m) in ids)
     return model
+
+
+KNOB = Knob(
+    name="memory",
+    section="memory",
+    values="`activation_checkpointing`, `expandable_segments` (CUDA allocator)",
+    acts_on="model, allocator",
+    config=MemoryConfig,
+    check_hardware=check_hardware,
+    doctor_values=lambda hw: {"memory.expandable_segments": [False, True]},
+    applies=("apply_expandable_segments", "apply_activation_checkpointing"),
+)

@@ -28,6 +28,7 @@ did not apply, which ``model_pruning_skip_reason`` says before anything runs.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.utils.prune as prune
@@ -35,11 +36,26 @@ import torch_pruning as tp
 from torch import nn
 
 from objectives import measure
-from objectives.config import ConfigError, ModelPruningConfig
+from objectives.config_check import CombinationError, HardwareError
+from objectives.hardware import Hardware
+from objectives.knobs.knob import Knob
 from objectives.workload import Workload
 
+if TYPE_CHECKING:
+    from objectives.config import TrialConfig
 
+MODEL_PRUNING_METHODS = ("structured", "unstructured", "2:4")
 _LAYERS = (nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.Linear)
+
+
+@dataclass
+class ModelPruningConfig:
+    """The ``model_pruning`` section."""
+
+    ratio: float = 0.0
+    """Fraction of channels (structured) or weights (unstructured) removed, in [0, 0.9]; 2:4 takes 0.5; 0 is off."""
+    method: str = "structured"
+    """structured (torch-pruning) | unstructured (L1 masks made permanent) | 2:4 (semi-structured, sm_80+)."""
 
 
 def _prunable(model: nn.Module) -> list[tuple[nn.Module, str]]:
@@ -49,36 +65,40 @@ def _prunable(model: nn.Module) -> list[tuple[nn.Module, str]]:
 SEMI_SPARSE_MULTIPLE = 128  # cuSPARSELt's tile metadata: rows and columns in multiples of 128
 
 
-def check_model_pruning(cfg: ModelPruningConfig, device_type: str) -> None:
-    """2:4 needs sparse tensor cores, cuSPARSELt and torchao; refused before any work starts.
+def check_hardware(cfg: ModelPruningConfig, hw: Hardware) -> None:
+    """2:4 needs sparse tensor cores (compute capability 8.0), cuSPARSELt and torchao.
 
-    Its precision rule (bf16 or fp16) holds on any machine, so the config
-    parser checks it with the other combination rules.
+    Its precision rule (bf16 or fp16) holds on any machine: ``check_combinations``.
     """
     if cfg.method != "2:4" or cfg.ratio == 0:
         return
-    if device_type != "cuda":
-        raise ConfigError(
-            f"model_pruning.method 2:4 needs a CUDA GPU with compute capability 8.0 or later; got device "
-            f"{device_type!r}; fix: model_pruning.method=structured"
+    fields = ("model_pruning.method", "model_pruning.ratio")
+    if not hw.capability_at_least(8, 0):
+        raise HardwareError(f"model_pruning.method=2:4 needs a CUDA GPU with compute capability 8.0 or later "
+                            f"(sparse tensor cores); got {hw.shown_capability()}; fix: model_pruning.method=structured",
+                            fields)
+    if not hw.cusparselt:
+        raise HardwareError("model_pruning.method=2:4 needs cuSPARSELt; got a torch build without it; "
+                            "fix: model_pruning.method=structured or install a CUDA build of torch", fields)
+    if not hw.torchao:
+        raise HardwareError("model_pruning.method=2:4 needs torchao; got none installed; "
+                            "fix: pip install 'torchao>=0.18' or model_pruning.method=structured", fields)
+
+
+def check_combinations(cfg: TrialConfig) -> None:
+    mp = cfg.model_pruning
+    if mp.method == "2:4" and mp.ratio not in (0.0, 0.5):
+        raise CombinationError(
+            f"model_pruning.ratio must be 0 or 0.5 with model_pruning.method=2:4 (two of every four weights); "
+            f"got {mp.ratio}; fix: model_pruning.ratio=0.5",
+            ("model_pruning.method", "model_pruning.ratio"),
         )
-    major, minor = torch.cuda.get_device_capability()
-    if (major, minor) < (8, 0):
-        raise ConfigError(
-            f"model_pruning.method 2:4 needs compute capability 8.0 or later; got {major}.{minor}; "
-            "fix: model_pruning.method=structured"
+    if mp.method == "2:4" and mp.ratio > 0 and cfg.precision not in ("bf16", "fp16"):
+        raise CombinationError(
+            f"precision must be bf16 or fp16 with model_pruning.method=2:4 (the 2:4 sparse kernels take half "
+            f"precision only); got precision={cfg.precision}; fix: precision=bf16",
+            ("precision", "model_pruning.method", "model_pruning.ratio"),
         )
-    if not torch.backends.cusparselt.is_available():
-        raise ConfigError(
-            "model_pruning.method 2:4 needs cuSPARSELt; got a torch build without it; "
-            "fix: model_pruning.method=structured or install a CUDA build of torch"
-        )
-    try:
-        import torchao.sparsity.training  # noqa: F401
-    except ImportError:
-        raise ConfigError(
-            "model_pruning.method 2:4 needs torchao; got none installed; fix: pip install 'torchao>=0.18'"
-        ) from None
 
 
 def layers_kept(cfg: ModelPruningConfig, work: Workload) -> list[nn.Module]:
@@ -188,3 +208,25 @@ def finalize_model_pruning(model: nn.Module) -> nn.Module:
         if prune.is_pruned(module) and hasattr(module, "weight_orig"):
             prune.remove(module, "weight")
     return model
+
+
+KNOB = Knob(
+    name="model pruning",
+    section="model_pruning",
+    values="`ratio` in [0, 0.9]; `method` `structured` (torch-pruning, really smaller), `unstructured` (L1 masks), "
+           "`2:4` (semi-structured, sm_80+, bf16/fp16, ratio 0.5)",
+    acts_on="model",
+    config=ModelPruningConfig,
+    rules={
+        "model_pruning.ratio": ("a float in [0, 0.9]", lambda v: 0 <= v <= 0.9, 0.5),
+        "model_pruning.method": (f"one of {', '.join(MODEL_PRUNING_METHODS)}",
+                                 lambda v: v in MODEL_PRUNING_METHODS, "structured"),
+    },
+    check_combinations=check_combinations,
+    combination_rules=("model_pruning.method=2:4 needs precision bf16 or fp16 (the sparse kernels take half "
+                       "precision only) and model_pruning.ratio 0 or 0.5",),
+    check_hardware=check_hardware,
+    doctor_values=lambda hw: {"model_pruning.method": list(MODEL_PRUNING_METHODS)},
+    company={("model_pruning.method", "2:4"): {"model_pruning.ratio": 0.5, "precision": "bf16"}},
+    applies=("prune_and_count",),
+)

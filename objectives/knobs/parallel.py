@@ -7,7 +7,7 @@ gradients, so k ranks at batch B take the same step as one rank at k*B.
 
 from __future__ import annotations
 
-import os
+from dataclasses import dataclass
 from datetime import timedelta
 
 import torch
@@ -15,9 +15,27 @@ import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
-from objectives.config import ConfigError, ParallelConfig
+from objectives.config_check import HardwareError
+from objectives.hardware import Hardware
+from objectives.knobs.knob import Knob
 
 COLLECTIVE_TIMEOUT_S = 300
+
+
+@dataclass
+class ParallelConfig:
+    """The ``parallel`` section (``compile`` and ``compile_backend`` belong to objectives/knobs/compile.py)."""
+
+    devices: int = 1
+    """DDP world size: ranks, one per GPU (NCCL) or CPU process (gloo)."""
+    threads: int = 1
+    """torch intra-op threads per rank."""
+    compile: str = "none"
+    """torch.compile mode: none | default | reduce-overhead | max-autotune."""
+    compile_backend: str = "inductor"
+    """torch.compile backend (tests use aot_eager); compile time is reported as compile_wall_s."""
+    grad_accum: int = 1
+    """Micro-batches per optimizer step; the global batch includes them."""
 
 
 def apply_threads(parallel: ParallelConfig) -> None:
@@ -28,27 +46,28 @@ def device_for_rank(rank: int) -> torch.device:
     return torch.device("cuda", rank) if torch.cuda.is_available() else torch.device("cpu")
 
 
-def check_parallel(parallel: ParallelConfig) -> None:
+def check_hardware(parallel: ParallelConfig, hw: Hardware) -> None:
     """Refuse more ranks than GPUs, or on a CPU more rank threads than cores.
 
     Oversubscribed CPU ranks do not fail, they crawl (OpenMP threads spin
     waiting for a core: 2 ranks x 2 threads on 2 cores trains ~20x slower),
     which a sweep would only learn through timeouts.
     """
-    if torch.cuda.is_available():
-        have = torch.cuda.device_count()
-        if parallel.devices > have:
-            raise ConfigError(
-                f"parallel.devices must be <= the CUDA devices available ({have}); got {parallel.devices}; "
-                f"fix: parallel.devices={have}"
+    if hw.gpu_count:
+        if parallel.devices > hw.gpu_count:
+            raise HardwareError(
+                f"parallel.devices must be <= the CUDA devices available ({hw.gpu_count}); got {parallel.devices}; "
+                f"fix: parallel.devices={hw.gpu_count}",
+                ("parallel.devices",),
             )
         return
-    cores = len(os.sched_getaffinity(0))
+    cores = hw.cpu_cores
     if parallel.devices * parallel.threads > cores:
-        raise ConfigError(
+        raise HardwareError(
             f"parallel.devices * parallel.threads must be <= the CPU cores available ({cores}); "
             f"got {parallel.devices} * {parallel.threads} = {parallel.devices * parallel.threads}; "
-            f"fix: parallel.devices={min(parallel.devices, cores)} parallel.threads={max(1, cores // parallel.devices)}"
+            f"fix: parallel.devices={min(parallel.devices, cores)} parallel.threads={max(1, cores // parallel.devices)}",
+            ("parallel.devices", "parallel.threads"),
         )
 
 
@@ -97,3 +116,20 @@ def rank0_decides(flag: bool) -> bool:
     value = torch.tensor([1.0 if flag else 0.0], device=device)
     dist.broadcast(value, src=0)
     return bool(value.item() > 0.5)
+
+
+KNOB = Knob(
+    name="parallelism",
+    section="parallel",
+    values="`devices` (DDP world size: NCCL on GPU, gloo on CPU), CPU `threads` per rank, `grad_accum` micro-batches",
+    acts_on="process, step",
+    config=ParallelConfig,
+    rules={
+        "parallel.devices": ("an int >= 1", lambda v: v >= 1, 1),
+        "parallel.threads": ("an int >= 1", lambda v: v >= 1, 1),
+        "parallel.grad_accum": ("an int >= 1", lambda v: v >= 1, 1),
+    },
+    check_hardware=check_hardware,
+    doctor_values=lambda hw: {"parallel.devices": list(range(1, (hw.gpu_count or hw.cpu_cores) + 1))},
+    applies=("apply_threads", "apply_ddp"),
+)

@@ -10,7 +10,7 @@ fp8 is torchao's float8 training (tensorwise scaling): every nn.Linear whose
 two dimensions are multiples of 16 (the fp8 matmul's requirement) becomes a
 Float8Linear, under bf16 autocast. Its casts and scales are only fast when
 torch.compile fuses them; eager fp8 is slower than bf16, so a config rule
-(objectives/config.py) refuses fp8 with ``parallel.compile=none``. The trial
+(``check_combinations`` here) refuses fp8 with ``parallel.compile=none``. The trial
 reports the converted layers (metric ``fp8_converted_layers``, info
 ``fp8_converted_layer_names``). The conversion runs on a CPU (torchao's
 emulate mode even runs the layers, which is how the tests check it); the fp8
@@ -21,13 +21,19 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import torch
 from torch import nn
 
-from objectives.config import ConfigError
+from objectives.config_check import CombinationError, HardwareError
+from objectives.hardware import Hardware
+from objectives.knobs.knob import Knob
 
+if TYPE_CHECKING:
+    from objectives.config import TrialConfig
+
+PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "fp8")
 _AUTOCAST_DTYPE = {"fp32": None, "tf32": None, "bf16": torch.bfloat16, "fp16": torch.float16, "fp8": torch.bfloat16}
 
 
@@ -45,27 +51,34 @@ class PrecisionPlan:
         return torch.autocast(self.device_type, dtype=self.autocast_dtype)
 
 
-def check_precision(precision: str, device_type: str) -> None:
-    """Refuse what this hardware cannot run, before any work starts."""
-    if precision in ("tf32", "fp16", "fp8") and device_type != "cuda":
-        raise ConfigError(
-            f"precision {precision} needs a CUDA GPU; got precision={precision!r} on device {device_type!r}; "
-            "fix: precision=bf16 or precision=fp32"
+def check_hardware(precision: str, hw: Hardware) -> None:
+    """What this machine cannot run. On a CPU, fp32 and bf16 (CPU autocast); on a GPU, bf16 and tf32
+    need the tensor cores of compute capability 8.0 (torch.cuda.is_bf16_supported also admits older
+    GPUs, which emulate bf16 slowly: a speed sweep would only learn that they are slow), fp8 8.9."""
+    def refuse(rule: str, fix: str) -> HardwareError:
+        return HardwareError(f"precision={precision} needs {rule}; got {hw.shown_capability()}; fix: {fix}",
+                             ("precision",))
+
+    if precision in ("tf32", "fp16", "fp8") and hw.gpu_count == 0:
+        raise refuse("a CUDA GPU", "precision=bf16 or precision=fp32")
+    if precision == "tf32" and not hw.capability_at_least(8, 0):
+        raise refuse("compute capability 8.0 or later (TF32 tensor cores)", "precision=fp32")
+    if precision == "bf16" and hw.gpu_count and not hw.capability_at_least(8, 0):
+        raise refuse("compute capability 8.0 or later on a GPU (bf16 tensor cores)", "precision=fp16")
+    if precision == "fp8" and not hw.capability_at_least(8, 9):
+        raise refuse("compute capability 8.9 or later (fp8 tensor cores)", "precision=bf16")
+    if precision == "fp8" and not hw.torchao:
+        raise HardwareError("precision=fp8 needs torchao; got none installed; "
+                            "fix: pip install 'torchao>=0.18' or precision=bf16", ("precision",))
+
+
+def check_combinations(cfg: TrialConfig) -> None:
+    if cfg.precision == "fp8" and cfg.parallel.compile == "none":
+        raise CombinationError(
+            "parallel.compile must not be none with precision=fp8 (torchao's float8 casts are fast only when "
+            "compiled; eager fp8 is slower than bf16); got parallel.compile=none; fix: parallel.compile=default",
+            ("precision", "parallel.compile"),
         )
-    if precision == "fp8":
-        major, minor = torch.cuda.get_device_capability()
-        if (major, minor) < (8, 9):
-            raise ConfigError(
-                f"precision fp8 needs compute capability 8.9 or later; got {major}.{minor}; fix: precision=bf16"
-            )
-        try:
-            import torchao.float8  # noqa: F401
-        except ImportError:
-            raise ConfigError(
-                "precision fp8 needs torchao; got no torchao installed; fix: pip install 'torchao>=0.18'"
-            ) from None
-    if precision == "bf16" and device_type == "cuda" and not torch.cuda.is_bf16_supported():
-        raise ConfigError("precision bf16 needs a GPU with bf16 support; got none; fix: precision=fp16")
 
 
 def _fp8_convertible(module: nn.Module, fqn: str) -> bool:
@@ -90,9 +103,9 @@ def apply_precision(precision: str, model: nn.Module, device_type: str) -> tuple
     """Set global matmul precision, convert layers for fp8, and return the autocast plan.
 
     Runs after model pruning (torch-pruning needs plain nn.Linear/Conv2d) and
-    before DDP (DDP must wrap the final modules).
+    before DDP (DDP must wrap the final modules); ``check_hardware`` has
+    refused what this machine cannot run before any work started.
     """
-    check_precision(precision, device_type)
     if device_type == "cuda":
         tf32 = precision == "tf32"
         torch.backends.cuda.matmul.allow_tf32 = tf32
@@ -100,3 +113,19 @@ def apply_precision(precision: str, model: nn.Module, device_type: str) -> tuple
     fp8_layers = convert_to_fp8(model) if precision == "fp8" else []
     scaler = torch.amp.GradScaler("cuda") if precision == "fp16" else None
     return model, PrecisionPlan(precision, device_type, _AUTOCAST_DTYPE[precision], scaler, fp8_layers)
+
+
+KNOB = Knob(
+    name="precision",
+    section="precision",
+    values="`fp32`, `tf32` (sm_80+), `bf16` (CPU, or sm_80+), `fp16` (+GradScaler), `fp8` (torchao, sm_89+, "
+           "needs `parallel.compile`)",
+    acts_on="autocast, model",
+    rules={"precision": (f"one of {', '.join(PRECISIONS)}", lambda v: v in PRECISIONS, "bf16")},
+    check_combinations=check_combinations,
+    combination_rules=("precision=fp8 needs parallel.compile other than none (eager fp8 is slower than bf16)",),
+    check_hardware=check_hardware,
+    doctor_values=lambda hw: {"precision": list(PRECISIONS)},
+    company={("precision", "fp8"): {"parallel.compile": "default"}},
+    applies=("apply_precision",),
+)

@@ -1,7 +1,8 @@
 """`python -m search selftest`: the first command to run on new hardware.
 
-The hardware check (search/commands/doctor.py, the same one that removes values from
-a sweep's space) says which knob values this machine can run; the
+The hardware checks (each knob's own, objectives/knobs/: the same ones that
+remove values from a sweep's space, list them in doctor and refuse them in a
+trial) say which knob values this machine can run; the
 self-test runs each of them for a few steps, so that a check that admits
 what then fails is found in a minute, not as failed trials of a night's
 sweep. Each value is varied alone from a small fixed base (`BASE_OVERRIDES`
@@ -38,7 +39,6 @@ DEFAULT_TIMEOUT_S = 300.0  # per value; as for every trial, torch.compile time i
 _GPT = ("objective=gpt",)
 _GPT2_SMALL = ("objective=gpt", "objective.size=gpt2-small", "batch_size=8", "objective.val_batches=1",
                "train.eval_batch_size=8")
-_DOCTOR = "search/commands/doctor.py"
 
 
 @dataclass(frozen=True)
@@ -48,7 +48,7 @@ class Case:
     knob: str
     value: Any
     needs: tuple[str, ...] = ()
-    check: str = _DOCTOR  # the module whose hardware check admits or refuses the value
+    check: str = ""  # the module whose hardware check admits or refuses the value
 
     @property
     def override(self) -> str:
@@ -78,45 +78,53 @@ def cases(max_devices: int) -> list[Case]:
     """Every value of the knobs with a GPU path, the base (fp32, one device) first."""
     from objectives.config import COMPILE_MODES, PRECISIONS
 
-    def precision_case(p: str) -> Case:
-        if p == "fp8":
-            return Case("precision", p, (*_GPT, "parallel.compile=default"), f"{_DOCTOR} (_removed_precisions)")
-        return Case("precision", p, (), f"{_DOCTOR} (_removed_precisions)")
+    def case(knob: str, value: Any, needs: tuple[str, ...] = ()) -> Case:
+        return Case(knob, value, needs, check_of(knob))
 
-    out = [precision_case(p) for p in PRECISIONS]
-    out += [Case("parallel.devices", n, (), f"{_DOCTOR} (runnable_knob_values)") for n in range(2, max_devices + 1)]
-    out += [Case("parallel.compile", mode, (), f"{_DOCTOR} (admits every mode)") for mode in COMPILE_MODES[1:]]
-    out += [Case("parallel.grad_accum", 2, (), f"{_DOCTOR} (admits every value)")]
-    out += [Case("model_pruning.method", m, ("model_pruning.ratio=0.5",), f"{_DOCTOR} (admits it)")
-            for m in ("structured", "unstructured")]
-    out += [Case("model_pruning.method", "2:4", ("model_pruning.ratio=0.5", "precision=bf16", *_GPT2_SMALL),
-                 f"{_DOCTOR} (_removed_gpu_switches)")]
-    gpu_switch = f"{_DOCTOR} (_removed_gpu_switches)"
-    out += [Case("memory.activation_checkpointing", True, (), f"{_DOCTOR} (admits it)"),
-            Case("memory.expandable_segments", True, (), gpu_switch),
-            Case("framework.channels_last", True, (), f"{_DOCTOR} (admits it)"),
-            Case("framework.cudnn_benchmark", True, (), gpu_switch),
-            Case("loader.num_workers", 1, (), f"{_DOCTOR} (admits it)"),
-            Case("loader.pin_memory", True, (), f"{_DOCTOR} (admits it)"),
-            Case("loader.augment_on_device", True, (), f"{_DOCTOR} (admits it)"),
-            Case("optim.fused", True, (), f"{_DOCTOR} (admits it)")]
+    out = [case("precision", p, (*_GPT, "parallel.compile=default") if p == "fp8" else ()) for p in PRECISIONS]
+    out += [case("parallel.devices", n) for n in range(2, max_devices + 1)]
+    out += [case("parallel.compile", mode) for mode in COMPILE_MODES[1:]]
+    out += [case("parallel.grad_accum", 2)]
+    out += [case("model_pruning.method", m, ("model_pruning.ratio=0.5",)) for m in ("structured", "unstructured")]
+    out += [case("model_pruning.method", "2:4", ("model_pruning.ratio=0.5", "precision=bf16", *_GPT2_SMALL))]
+    out += [case("memory.activation_checkpointing", True), case("memory.expandable_segments", True),
+            case("framework.channels_last", True), case("framework.cudnn_benchmark", True),
+            case("loader.num_workers", 1), case("loader.pin_memory", True), case("loader.augment_on_device", True),
+            case("optim.fused", True)]
     return out
 
 
-def plan(all_cases: list[Case], removed: dict[str, str], runnable: dict[str, list], forced: set[str],
-         said_once: str = "") -> list[Row]:
-    """Admit or skip each case by the sweep's own rule (search/measure/hardware.py), the value and what it needs;
-    `said_once` (why there is no GPU, printed above the table) is left out of each reason."""
-    from search.measure.hardware import unrunnable
+def check_of(key: str) -> str:
+    """Where the hardware check of ``key`` lives: its knob's module (objectives/knobs/), or that it has none."""
+    import types
 
-    if said_once:
-        removed = {k: why.replace(f" ({said_once})", "") for k, why in removed.items()}
+    import objectives.knobs as knobs
+
+    modules = [m for m in vars(knobs).values() if isinstance(m, types.ModuleType) and hasattr(m, "KNOB")]
+    owner = next((m for m in modules if key in m.KNOB.rules), None) or \
+        next((m for m in modules if m.KNOB.config is not None and key.split(".")[0] == m.KNOB.section), None)
+    if owner is None:
+        return "no knob module"
+    path = owner.__name__.replace(".", "/") + ".py"
+    return f"{path} (check_hardware)" if owner.KNOB.check_hardware else f"{path} (no hardware check: admits every value)"
+
+
+def plan(all_cases: list[Case], hardware: Any, forced: set[str], said_once: str = "") -> list[Row]:
+    """Admit or skip each case by the knobs' own hardware checks (objectives/knobs/, the ones the sweep and
+    the trial run) on ``hardware`` (objectives.hardware.Hardware), the value with what it needs;
+    `said_once` (why there is no GPU, printed above the table) is left out of each reason."""
+    from objectives.config import TrialConfig, with_values
+    from objectives.config_check import HardwareError
+    from objectives.knobs import broken_rules
 
     rows = []
     for case in all_cases:
-        lines = [case.override, *case.needs]
-        whys = [unrunnable(removed, runnable, o.get_key_element(), o.value()) for o in parse_overrides(lines)]
-        why = "; ".join(w for w in whys if w)
+        params = {o.get_key_element(): o.value() for o in parse_overrides([*case.needs, case.override])}
+        refused = [str(e) for e in broken_rules(with_values(TrialConfig(), params), hardware)
+                   if isinstance(e, HardwareError)]
+        why = "; ".join(dict.fromkeys(refused))
+        if said_once:
+            why = why.replace(f" ({said_once})", "")
         force = case.override in forced
         rows.append(Row(case, admitted=not why or force, forced=bool(why) and force, skipped_why=why,
                         is_base=not rows))
@@ -257,20 +265,19 @@ def _main(argv: list[str]) -> int:
                              "to find out whether the check is too strict")
     args = parser.parse_args(argv)
 
-    from search.commands.doctor import gpus, removed_values, runnable_knob_values
+    from search.measure.machine import machine_hardware, runnable_knob_values
 
     started = time.perf_counter()
-    found = gpus()
-    runnable = runnable_knob_values()
-    known = cases(max(runnable["parallel.devices"]))
+    found = machine_hardware()
+    known = cases(max(runnable_knob_values(found)["parallel.devices"]))
     try:
         base = check_arguments(args, known)
     except BadInput as err:
         exit_bad_input(err)
     chosen = [c for i, c in enumerate(known) if i == 0 or not args.only or c.knob in args.only]
-    rows = plan(chosen, removed_values(), runnable, set(args.admit), found.why_none)
-    where = (f"{found.count} GPU(s), lowest compute capability {found.capability[0]}.{found.capability[1]}"
-             if found.count and found.capability else f"no usable GPU ({found.why_none}): the CPU values")
+    rows = plan(chosen, found, set(args.admit), found.why_no_gpu)
+    where = (f"{found.gpu_count} GPU(s), lowest {found.shown_capability()}" if found.gpu_count
+             else f"no usable GPU ({found.why_no_gpu}): the CPU values")
     print(f"selftest: {where}; base: {' '.join(base)}", flush=True)
     return report(rows, base, started, lambda: run_rows(rows, compose_with(base), args.timeout_s, _progress))
 

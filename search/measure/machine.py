@@ -1,20 +1,21 @@
 """What this machine can run: its GPUs and the knob values they admit.
 
-The same facts serve `python -m search doctor` (its table) and the sweep,
-which drops the values this machine cannot run from the search space before
-the first trial (fp8 on a CPU, tf32 without Ampere), said once instead of
-failing as trials. GPU facts come from NVML, not torch.cuda, so asking them
-leaves the sweep process fork-safe for CUDA.
+``machine_hardware()`` fills the one facts record the knobs' hardware checks
+read (objectives/hardware.py; the trial fills the same record from torch).
+The same facts and checks serve `python -m search doctor` (its table) and the
+sweep, which drops the values this machine cannot run from the search space
+before the first trial (fp8 on a CPU, tf32 without Ampere) and never proposes
+a combination it cannot run (search/sweep/combinations.py), said once instead
+of failing as trials. GPU facts come from NVML, not torch.cuda, so asking
+them leaves the sweep process fork-safe for CUDA.
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
+from typing import Any
 
+from objectives.hardware import Hardware, cpu_cores, torchao_installed
 from search.measure import nvml
-
-PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "fp8")
-SEMI_STRUCTURED = "model_pruning.method='2:4'"  # as search.sweep.space.to_override writes it (the colon needs quotes)
 
 
 @dataclass
@@ -45,62 +46,43 @@ def gpus() -> Gpus:
     return Gpus(len(caps), min(caps), "")
 
 
-def runnable_knob_values() -> dict[str, list]:
+def machine_hardware() -> Hardware:
+    """This machine's facts for the knobs' hardware checks (objectives/hardware.py), from NVML and the OS."""
+    g = gpus()
+    return Hardware(cpu_cores(), g.count, g.capability, _has_cusparselt(), torchao_installed(), g.why_none)
+
+
+def knob_values(hw: Hardware) -> dict[str, dict[Any, str]]:
+    """Key -> {value: why this machine cannot run it, "" when it can} for the values each knob's
+    ``doctor_values`` names, judged by the knobs' own hardware checks at the defaults, each
+    value with the company it needs to act (2:4 with ratio 0.5 and bf16)."""
+    from objectives.config import TrialConfig, with_values
+    from objectives.knobs import KNOBS, broken_rules
+    from objectives.config_check import HardwareError
+
+    table: dict[str, dict[Any, str]] = {}
+    for knob in KNOBS:
+        for key, values in (knob.doctor_values(hw) if knob.doctor_values else {}).items():
+            row = table.setdefault(key, {})
+            for value in values:
+                cfg = with_values(TrialConfig(), {**knob.company.get((key, value), {}), key: value})
+                refused = [err for err in broken_rules(cfg, hw) if isinstance(err, HardwareError)]
+                row[value] = str(refused[0]) if refused else ""
+    return table
+
+
+def runnable_knob_values(hw: Hardware | None = None) -> dict[str, list]:
     """Values of the hardware-bound knobs that this machine can run."""
-    g = gpus()
-    removed = _removed_precisions(g)
-    max_devices = g.count if g.count else _cpu_cores()
-    return {"precision": [p for p in PRECISIONS if p not in removed],
-            "parallel.devices": list(range(1, max_devices + 1))}
+    table = knob_values(hw or machine_hardware())
+    return {key: [v for v, why in row.items() if not why] for key, row in table.items()}
 
 
-def removed_values() -> dict[str, str]:
-    """'knob=value' -> why this machine cannot run it, for values the space may name."""
-    g = gpus()
-    removed = {f"precision={p}": why for p, why in _removed_precisions(g).items()}
-    return {**removed, **_removed_gpu_switches(g)}
+def removed_values(hw: Hardware | None = None) -> dict[str, str]:
+    """'knob=value' (as search.sweep.space.to_override writes it) -> why this machine cannot run it."""
+    from search.sweep.space import to_override
 
-
-def _removed_gpu_switches(g: Gpus) -> dict[str, str]:
-    """Knob values that exist only with CUDA (or a newer GPU) besides the precisions."""
-    out = {}
-    if g.count == 0:
-        for line, what in (("framework.cudnn_benchmark=true", "cuDNN"),
-                           ("memory.expandable_segments=true", "the CUDA caching allocator")):
-            out[line] = f"needs a CUDA GPU ({what}); no usable GPU ({g.why_none})"
-        out[SEMI_STRUCTURED] = f"needs a GPU with compute capability >= 8.0; no usable GPU ({g.why_none})"
-    elif (g.capability or (0, 0)) < (8, 0):
-        out[SEMI_STRUCTURED] = "needs compute capability >= 8.0 (sparse tensor cores)"
-    elif not _has_cusparselt():
-        out[SEMI_STRUCTURED] = "needs cuSPARSELt, which this torch build lacks; fix: install a CUDA build of torch"
-    elif not _importable("torchao.sparsity.training"):
-        out[SEMI_STRUCTURED] = "needs torchao; fix: pip install 'torchao>=0.18'"
-    return out
-
-
-def _removed_precisions(g: Gpus) -> dict[str, str]:
-    if g.count == 0:
-        return {"tf32": f"needs a GPU with compute capability >= 8.0 (Ampere); no usable GPU ({g.why_none})",
-                "fp16": f"needs a CUDA GPU; no usable GPU ({g.why_none})",
-                "fp8": f"needs a GPU with compute capability >= 8.9 and torchao; no usable GPU ({g.why_none})"}
-    cap = g.capability or (0, 0)
-    shown = f"{cap[0]}.{cap[1]}"
-    out = {}
-    if cap < (8, 0):
-        out["tf32"] = f"needs compute capability >= 8.0 (Ampere); this GPU has {shown}"
-        out["bf16"] = f"needs compute capability >= 8.0 for bf16 tensor cores; this GPU has {shown}"
-    if cap < (8, 9):
-        out["fp8"] = f"needs compute capability >= 8.9 (Ada/Hopper); this GPU has {shown}"
-    elif not _importable("torchao.float8"):
-        out["fp8"] = "needs torchao; fix: pip install 'torchao>=0.18'"
-    return out
-
-
-def _cpu_cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:
-        return os.cpu_count() or 1
+    table = knob_values(hw or machine_hardware())
+    return {to_override(key, v): why for key, row in table.items() for v, why in row.items() if why}
 
 
 def _torch_cuda_version() -> str | None:

@@ -7,7 +7,8 @@ own arithmetic achieved.
 For a transformer, training FLOPs per token = 6N + 12·L·d·T (N parameters,
 L layers, d model width, T context length): 6N for the forward and backward
 matmuls through the weights, and 12·L·d·T for the attention scores and their
-weighted sum, counted as PaLM (Chowdhery et al. 2022, appendix B) does. For
+weighted sum, counted as PaLM (Chowdhery et al. 2022, appendix B) does; the
+workload reports it (gpt: objectives/gpt.py, `model_flops_per_token`). For
 any model whose forward FLOPs were counted (objectives report
 `flops_per_sample`, forward only), training is ~3x forward: the backward pass
 costs twice the forward. Recomputed activations (checkpointing) are not model
@@ -41,11 +42,6 @@ def peak_flops_per_s(device_name: str, precision: str) -> float | None:
         if re.search(pattern, device_name, flags=re.IGNORECASE):
             return peaks.get(precision)
     return None
-
-
-def training_flops_per_token(n_params: float, n_layers: int, d_model: int, seq_len: int) -> float:
-    """6N + 12·L·d·T: weights' matmuls forward and backward, plus attention (PaLM's count)."""
-    return 6 * n_params + 12 * n_layers * d_model * seq_len
 
 
 def training_flops_from_forward(forward_flops: float) -> float:

@@ -15,6 +15,8 @@ probe allows; choose those values by override to probe for them.
 """
 from __future__ import annotations
 
+import dataclasses
+
 from typing import Any, Callable
 
 from optuna.distributions import CategoricalDistribution, IntDistribution
@@ -83,7 +85,7 @@ def bound_batch_size(space: Space, run: Callable[[int], dict[str, Any]]) -> tupl
         bounded = IntDistribution(dist.low, dist.low + (best - dist.low) // dist.step * dist.step,
                                   log=dist.log, step=dist.step)
     distributions = {**space.distributions, "batch_size": bounded}
-    return Space(distributions, space.fixed_overrides), (
+    return dataclasses.replace(space, distributions=distributions), (
         f"batch-size probe: largest batch_size that fits is {best} ({tried}); larger values leave the space")
 
 

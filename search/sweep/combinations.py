@@ -1,78 +1,158 @@
-"""Rules that tie two knobs together, applied to the search space before the sweep.
+"""The knobs' rules applied to the search space before sampling: the machine's and those that tie knobs together.
 
-objectives/config.py states each rule once (fp8 needs ``parallel.compile``
-other than none; 2:4 model pruning needs precision bf16 or fp16) and raises
-CombinationError, which names the fields the rule ties. Here:
+Every rule lives with its knob (objectives/knobs/): combination rules that
+hold on any machine (fp8 needs ``parallel.compile`` other than none; 2:4
+model pruning needs bf16 or fp16) and hardware checks against this
+machine's facts (objectives/hardware.py, filled from NVML by
+search/measure/machine.py; the trial runs the same checks on torch's facts).
+Here they meet the space, before anything is created:
 
-- both sides fixed: bad input, one line, exit 2, before anything is created;
-- a swept value that breaks a rule with a fixed value leaves the space and
-  is reported once, like a value the machine cannot run: never a trial;
-- a swept value that breaks a rule only with another swept value stays,
-  because Optuna's independent distributions cannot leave out a pair; a
-  trial that draws the pair ends ``infeasible`` with the rule as its reason,
-  and the sampler learns the region like any other infeasible one.
+- broken by the fixed settings alone: bad input, one line, exit 2;
+- a swept value that breaks a rule whatever the other swept values are
+  (fp16 on a CPU; fp8 with compile fixed to none; 4 ranks on 2 cores) leaves
+  the space, said once;
+- swept values that break a rule only together (2 ranks x 2 threads on 2
+  cores; fp8 with compile=none when both are swept) stay, and the sampler
+  never proposes them together (search/sweep/rule_sampler.py, through
+  ``Space.forbids``); the pairs are said once. No trial number is spent on
+  them.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping, TypeVar
+import itertools
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, Mapping, TypeVar
 
-from optuna.distributions import CategoricalDistribution
+from optuna.distributions import BaseDistribution, CategoricalDistribution
 
 from search.errors import BadInput
 from search.sweep.space import Space, to_override
 
+if TYPE_CHECKING:
+    from objectives import ConfigError, TrialConfig
+    from objectives.hardware import Hardware
+
 Parsed = TypeVar("Parsed")
+_MAX_COMPLETIONS = 4096  # combinations of the other swept keys tried before a value is judged to have none
+_PAIRS_SHOWN = 6
 
 
-def parse_probes(space: Space, parse: Callable[[list[str]], Parsed]) -> tuple[list[Parsed], dict[str, str]]:
-    """``parse(extra_overrides)`` at the fixed overrides alone, then at each categorical value and numeric bound.
+def parse_probes(space: Space, parse: Callable[[list[str]], Parsed]) -> list[Parsed]:
+    """``parse(extra_overrides)`` at the fixed overrides alone (first), then at each categorical value
+    and numeric bound; ``parse`` checks values one by one (objectives.config.parse_values), and a
+    value it refuses is wrong everywhere: bad input."""
+    from objectives import ConfigError
 
-    Returns the configs that parsed (the fixed one first, unless the config's
-    defaults for swept keys break a rule with it) and, for each swept value
-    that breaks a rule with fixed values, ``'key=value' -> the rule``. Any
-    other config error, or a rule broken by fixed values alone, is bad input.
-    """
-    from objectives import CombinationError, ConfigError
-
-    probes: list[tuple[str, Any] | None] = [None]
+    probes: list[list[str]] = [[]]
     for key, dist in space.distributions.items():
-        probes += [(key, v) for v in (getattr(dist, "choices", None) or (dist.low, dist.high))]
-    parsed: list[Parsed] = []
-    clashes: dict[str, str] = {}
-    broken = ""
-    for probe in probes:
-        try:
-            parsed.append(parse([] if probe is None else [to_override(*probe)]))
-        except CombinationError as err:
-            broken = str(err)
-            swept = [field for field in err.fields if field in space.distributions]
-            if probe is None and not swept:  # every side of the rule is fixed
-                raise BadInput(str(err)) from None
-            if probe is None or any(field != probe[0] for field in swept):
-                continue  # a swept side: only trials that draw the pair end infeasible
-            clashes[to_override(*probe)] = str(err)
-        except ConfigError as err:
-            raise BadInput(str(err)) from None
-    if not parsed:  # every probe broke a rule: name the key left without values, else the rule
-        drop_clashes(space, clashes)
-        raise BadInput(f"every value of the space breaks a combination rule; {broken}")
-    return parsed, clashes
+        probes += [[to_override(key, v)] for v in _candidates(dist)]
+    try:
+        return [parse(extra) for extra in probes]
+    except ConfigError as err:
+        raise BadInput(str(err)) from None
 
 
-def drop_clashes(space: Space, clashes: Mapping[str, str]) -> tuple[Space, list[str]]:
-    """The space without the values in ``clashes``, and one note per value removed."""
-    distributions, notes = dict(space.distributions), []
+@dataclass(frozen=True)
+class Rules:
+    """The knobs' rules on this machine, judged on the fixed settings plus some swept values."""
+
+    base: TrialConfig  # the fixed settings, swept keys at their defaults (parsed value by value)
+    hardware: Hardware
+    swept: frozenset[str]
+
+    def broken(self, params: Mapping[str, Any]) -> ConfigError | None:
+        """The first rule that ``params`` (some swept keys' values) break with the fixed settings,
+        whatever the swept keys they leave out take; None when they break none."""
+        from objectives.config import with_values
+        from objectives.knobs import broken_rules
+
+        open_keys = self.swept - set(params)
+        for err in broken_rules(with_values(self.base, params), self.hardware):
+            if not set(getattr(err, "fields", ())) & open_keys:
+                return err
+        return None
+
+    def open_fields(self, params: Mapping[str, Any]) -> set[str]:
+        """Swept keys left out of ``params`` that rules broken at their defaults read."""
+        from objectives.config import with_values
+        from objectives.knobs import broken_rules
+
+        read = {f for err in broken_rules(with_values(self.base, params), self.hardware) for f in getattr(err, "fields", ())}
+        return read & (self.swept - set(params))
+
+
+def fit_to_rules(space: Space, base: TrialConfig, hardware: Hardware) -> tuple[Space, list[str]]:
+    """The space less the values no combination lets run here, with ``forbids`` for the combinations
+    that break a rule; and the lines that say so, once."""
+    from objectives import HardwareError
+
+    rules = Rules(base, hardware, frozenset(space.distributions))
+    fixed = rules.broken({})
+    if fixed is not None:
+        where = "this machine cannot run the fixed settings" if isinstance(fixed, HardwareError) else \
+            "the fixed settings break a rule"
+        raise BadInput(f"{where}: {fixed}")
+    distributions: dict[str, BaseDistribution] = dict(space.distributions)
+    unrunnable, clashing = [], []
     for key, dist in space.distributions.items():
-        values = getattr(dist, "choices", None) or (dist.low, dist.high)
-        dropped = {v: clashes[to_override(key, v)] for v in values if to_override(key, v) in clashes}
+        dropped = {v: err for v in _candidates(dist) if (err := _without_completion(rules, space, key, v))}
         if not dropped:
             continue
         if not isinstance(dist, CategoricalDistribution):
-            raise BadInput(next(iter(dropped.values())))  # a numeric range cannot lose one bound
+            value, err = next(iter(dropped.items()))
+            raise BadInput(f"{to_override(key, value)} (a bound of {key}'s range) cannot run: {err}")
         kept = [v for v in dist.choices if v not in dropped]
         if not kept:
-            raise BadInput(f"{key} has no value the fixed settings allow; got {list(dist.choices)} "
-                           f"({'; '.join(dropped.values())})")
+            raise BadInput(f"{key} has no value this machine and the fixed settings allow; got {list(dist.choices)} "
+                           f"({'; '.join(map(str, dropped.values()))})")
         distributions[key] = CategoricalDistribution(kept)
-        notes += [f"{to_override(key, v)} ({why})" for v, why in dropped.items()]
-    return Space(distributions, space.fixed_overrides), notes
+        for v, err in dropped.items():
+            (unrunnable if isinstance(err, HardwareError) else clashing).append(f"{to_override(key, v)} ({err})")
+    fitted = Space(distributions, space.fixed_overrides, rules.broken)
+    notes = []
+    if unrunnable:
+        notes.append(f"removed from the search space, this machine cannot run them: {'; '.join(unrunnable)}")
+    if clashing:
+        notes.append(f"removed from the search space, they break a rule with a fixed value: {'; '.join(clashing)}")
+    pairs = forbidden_pairs(fitted)
+    if pairs:
+        more = f"; and {len(pairs) - _PAIRS_SHOWN} more pairs" if len(pairs) > _PAIRS_SHOWN else ""
+        notes.append(f"never proposed together, they break a rule here: {'; '.join(pairs[:_PAIRS_SHOWN])}{more}")
+    return fitted, notes
+
+
+def forbidden_pairs(space: Space) -> list[str]:
+    """'a=1 with b=2 (the rule)' for each pair of swept values that break a rule together."""
+    pairs = []
+    for (k1, d1), (k2, d2) in itertools.combinations(space.distributions.items(), 2):
+        for v1, v2 in itertools.product(_candidates(d1), _candidates(d2)):
+            err = space.broken_rule({k1: v1, k2: v2})
+            if err is not None:
+                pairs.append(f"{to_override(k1, v1)} with {to_override(k2, v2)} ({err})")
+    return pairs
+
+
+def _without_completion(rules: Rules, space: Space, key: str, value: Any) -> ConfigError | None:
+    """The rule ``key=value`` breaks whatever the other swept keys take, else None."""
+    err = rules.broken({key: value})
+    if err is not None:
+        return err
+    others = sorted(rules.open_fields({key: value}))
+    if not others:
+        return None
+    combos = itertools.islice(itertools.product(*(_candidates(space.distributions[k]) for k in others)),
+                              _MAX_COMPLETIONS)
+    first = None
+    for combo in combos:
+        err = rules.broken({key: value, **dict(zip(others, combo))})
+        if err is None:
+            return None
+        first = first or err
+    return first
+
+
+def _candidates(dist: BaseDistribution) -> list[Any]:
+    """A categorical's choices; a numeric range's bounds."""
+    if isinstance(dist, CategoricalDistribution):
+        return list(dist.choices)
+    return [dist.low, dist.high]  # type: ignore[attr-defined]

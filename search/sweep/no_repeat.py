@@ -15,7 +15,7 @@ retry, a re-measurement).
 from __future__ import annotations
 
 import random
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import optuna
 from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
@@ -49,7 +49,10 @@ def _draw(dist: BaseDistribution, rng: random.Random) -> Any:
     return rng.uniform(dist.low, dist.high)
 
 
-def ask_unseen(study: optuna.Study, distributions: Mapping[str, BaseDistribution], rng: random.Random) -> optuna.Trial:
+def ask_unseen(study: optuna.Study, distributions: Mapping[str, BaseDistribution], rng: random.Random,
+               forbids: Callable[[Mapping[str, Any]], Any] | None = None) -> optuna.Trial:
+    """The sampler's proposal, or an unseen configuration in place of a repeat; ``forbids(params)``
+    (the space's rules, search/sweep/combinations.py) keeps the replacement inside the rules."""
     trial = study.ask(dict(distributions))
     if "fixed_params" in study._storage.get_trial_system_attrs(trial._trial_id):  # enqueued on purpose: it runs
         return trial
@@ -59,7 +62,7 @@ def ask_unseen(study: optuna.Study, distributions: Mapping[str, BaseDistribution
         return trial
     for _ in range(_DRAWS):
         params = {k: _draw(d, rng) for k, d in distributions.items()}
-        if _key(params) not in seen:
+        if _key(params) not in seen and (forbids is None or forbids(params) is None):
             trial.set_user_attr(REPEAT_ATTR, repeat_of)
             trial.set_user_attr("outcome", "skipped")
             trial.set_user_attr("reason", f"repeats trial {repeat_of}; an unseen configuration runs instead")

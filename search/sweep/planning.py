@@ -18,10 +18,9 @@ from typing import Any
 import optuna
 
 from search.errors import BadInput
-from search.measure.hardware import fit_to_machine
-from search.measure.machine import gpus, removed_values, runnable_knob_values
+from search.measure.machine import gpus, machine_hardware
 from search.sweep.batch_probe import ProbeFailed, bound_batch_size, probe_overrides
-from search.sweep.combinations import drop_clashes, parse_probes
+from search.sweep.combinations import fit_to_rules, parse_probes
 from search.sweep.constraints import Constraint, parse_constraints
 from search.sweep.early_stopping import choose_mode, make_pruner
 from search.sweep.hooks import SweepHooks
@@ -59,15 +58,11 @@ def plan_sweep(settings: SweepSettings, jobs: Jobs, hooks: SweepHooks, sweep_dir
     space = build_space(settings.params, arguments)
     measures_accuracy, probed = True, []
     if jobs.runs_our_trials():
-        probed, clashes = _check_knob_values(jobs, space)  # first: an unknown value is wrong everywhere
+        probed = _check_knob_values(jobs, space)  # first: an unknown value is wrong everywhere
         measures_accuracy = bool(probed[0].objective.measures_accuracy)
-        space, removed = fit_to_machine(space, removed_values(), runnable_knob_values())
-        if removed:
-            print(f"removed from the search space, this machine cannot run them: {'; '.join(removed)}", flush=True)
-        space, clashing = drop_clashes(space, clashes)
-        if clashing:
-            print(f"removed from the search space, they break a rule with a fixed value: {'; '.join(clashing)}",
-                  flush=True)
+        space, notes = fit_to_rules(space, probed[0], machine_hardware())  # search/sweep/combinations.py
+        for line in notes:
+            print(line, flush=True)
     else:
         for extra in [[]] + [[to_override(k, getattr(d, "choices", [getattr(d, "low", None)])[0])]
                              for k, d in space.distributions.items()]:
@@ -91,14 +86,15 @@ def plan_sweep(settings: SweepSettings, jobs: Jobs, hooks: SweepHooks, sweep_dir
     return Plan(space, directions, metrics, constraints, name, storage, sampler, mode, pruner, slots, confirm)
 
 
-def _check_knob_values(jobs: Jobs, space: Space) -> tuple[list[Any], dict[str, str]]:
+def _check_knob_values(jobs: Jobs, space: Space) -> list[Any]:
     """Compose the config at every categorical value and each numeric bound,
-    and validate it the way the trial will, so a bad value never becomes a
-    trial. Returns the parsed configs (objectives.TrialConfig) and the swept
-    values that break a combination rule with a fixed value (search/sweep/combinations.py)."""
-    from objectives import parse_config
+    and validate each value the way the trial will, so a bad value never
+    becomes a trial. Returns the parsed configs (objectives.TrialConfig), the
+    fixed settings first; the rules that tie values together are applied to
+    the space itself (search/sweep/combinations.py)."""
+    from objectives.config import parse_values
 
-    return parse_probes(space, lambda extra: parse_config(checked_trial(
+    return parse_probes(space, lambda extra: parse_values(checked_trial(
         jobs.compose_trial(space.fixed_overrides + extra))))
 
 

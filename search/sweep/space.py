@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import ChoiceSweep, IntervalSweep, Override, RangeSweep, Transformer
@@ -28,6 +28,12 @@ class Space:
 
     distributions: dict[str, BaseDistribution]
     fixed_overrides: list[str]
+    forbids: Callable[[Mapping[str, Any]], Any] | None = None
+    """``forbids(params)`` -> the rule (a ConfigError) that these swept values break together on this machine,
+    else None; set once the space is fitted to the rules (search/sweep/combinations.py)."""
+
+    def broken_rule(self, params: Mapping[str, Any]) -> Any:
+        return self.forbids(params) if self.forbids is not None else None
 
 
 def parse_overrides(lines: Sequence[str]) -> list[Override]:

@@ -35,6 +35,7 @@ from search.sweep.failure_policy import FailurePolicy
 from search.sweep.jobs import Jobs
 from search.sweep.planning import Plan, plan_sweep
 from search.sweep.recovery import Heartbeat
+from search.sweep.rule_sampler import within_rules
 from search.sweep.study import (METRIC_NAMES_ATTR, check_space_matches, large_study_notice, load_or_create,
                                 storage_location)
 from search.sweep.sweep_settings import sweep_settings
@@ -72,7 +73,8 @@ class SweeperImpl:
         try:
             plan = plan_sweep(self.settings, self.jobs, self.hooks, self.sweep_dir, arguments)
             mlflow_client.check_reachable()
-            study, resumed = load_or_create(plan.study_name, plan.storage, plan.directions, plan.sampler)
+            study, resumed = load_or_create(plan.study_name, plan.storage, plan.directions,
+                                            within_rules(plan.sampler, plan.space.forbids, self.settings.seed))
             check_space_matches(study, plan.space.distributions)
         except BadInput as err:
             exit_bad_input(err)

@@ -100,7 +100,7 @@ def propose(run: SweepRun) -> slots.Launch:
     worker's, or a dead sweep's on this host), so their retries come next."""
     recover(run.study, run.settings)
     plan, study, settings = run.plan, run.study, run.settings
-    trial = ask_unseen(study, plan.space.distributions, run.rng)
+    trial = ask_unseen(study, plan.space.distributions, run.rng, plan.space.forbids)
     lines = (plan.space.fixed_overrides + [to_override(k, trial.params[k]) for k in plan.space.distributions]
              + trial_overrides(study, trial, plan.early_stopping, settings.early_stopping_margin,
                                settings.early_stopping_startup_trials))

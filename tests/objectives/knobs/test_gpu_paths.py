@@ -167,41 +167,50 @@ def compose_and_parse(fixed):
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
 
-    from objectives import parse_config
+    from objectives.config import parse_values
     from search.paths import conf_dir
 
     def parse(extra):
         with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
             cfg = compose("config", overrides=fixed + extra)
-        return parse_config(OmegaConf.to_container(cfg, resolve=True))
+        return parse_values(OmegaConf.to_container(cfg, resolve=True))
     return parse
 
 
 def plan(*arguments):
-    from search.sweep.combinations import drop_clashes, parse_probes
+    """The space fitted to the rules on a GPU that runs every value, so only the combination rules act."""
+    from objectives import Hardware
+    from search.sweep.combinations import fit_to_rules, parse_probes
     from search.sweep.space import build_space
 
+    hopper = Hardware(cpu_cores=8, gpu_count=1, compute_capability=(9, 0), cusparselt=True, torchao=True)
     space = build_space({}, list(arguments))
-    parsed, clashes = parse_probes(space, compose_and_parse(space.fixed_overrides))
-    space, notes = drop_clashes(space, clashes)
+    parsed = parse_probes(space, compose_and_parse(space.fixed_overrides))
+    space, notes = fit_to_rules(space, parsed[0], hopper)
     return {k: list(d.choices) for k, d in space.distributions.items()}, notes
 
 
 def test_a_swept_value_that_breaks_a_rule_with_a_fixed_value_leaves_the_space():
     choices, notes = plan("precision=choice(bf16,fp8)")  # parallel.compile is none by default
     assert choices == {"precision": ["bf16"]}
-    assert notes == ["precision=fp8 (parallel.compile must not be none with precision=fp8 (torchao's float8 casts "
+    assert notes == ["removed from the search space, they break a rule with a fixed value: "
+                     "precision=fp8 (parallel.compile must not be none with precision=fp8 (torchao's float8 casts "
                      "are fast only when compiled; eager fp8 is slower than bf16); got parallel.compile=none; "
                      "fix: parallel.compile=default)"]
     choices, _ = plan("precision=fp8", "parallel.compile=choice(none,default,max-autotune)")
     assert choices == {"parallel.compile": ["default", "max-autotune"]}
     choices, notes = plan("model_pruning.method='2:4'", "model_pruning.ratio=0.5", "precision=choice(fp32,bf16,fp16)")
-    assert choices == {"precision": ["bf16", "fp16"]} and notes[0].startswith("precision=fp32 (precision must be")
+    assert choices == {"precision": ["bf16", "fp16"]} and notes[0].startswith(
+        "removed from the search space, they break a rule with a fixed value: precision=fp32 (precision must be")
 
 
-def test_values_that_clash_only_with_another_swept_value_stay_for_the_trials_to_refuse():
+def test_values_that_clash_only_with_another_swept_value_stay_and_are_never_proposed_together():
     choices, notes = plan("precision=choice(bf16,fp8)", "parallel.compile=choice(none,default)")
-    assert choices == {"precision": ["bf16", "fp8"], "parallel.compile": ["none", "default"]} and notes == []
+    assert choices == {"precision": ["bf16", "fp8"], "parallel.compile": ["none", "default"]}
+    assert notes == ["never proposed together, they break a rule here: precision=fp8 with parallel.compile=none "
+                     "(parallel.compile must not be none with precision=fp8 (torchao's float8 casts are fast only "
+                     "when compiled; eager fp8 is slower than bf16); got parallel.compile=none; "
+                     "fix: parallel.compile=default)"]
 
 
 def test_forcing_both_sides_of_a_rule_is_bad_input():
@@ -209,7 +218,7 @@ def test_forcing_both_sides_of_a_rule_is_bad_input():
 
     with pytest.raises(BadInput, match="parallel.compile must not be none with precision=fp8"):
         plan("precision=fp8", "parallel.compile=none", "batch_size=choice(32,64)")
-    with pytest.raises(BadInput, match="parallel.compile has no value the fixed settings allow"):
+    with pytest.raises(BadInput, match="parallel.compile has no value this machine and the fixed settings allow"):
         plan("precision=fp8", "parallel.compile=choice(none)")
 
 

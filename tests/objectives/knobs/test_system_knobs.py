@@ -154,7 +154,7 @@ def test_fused_optimizer_is_used_and_learns_the_same():
 @pytest.mark.parametrize("section, value, fix", [
     ({"framework": {"cudnn_benchmark": True}}, "framework.cudnn_benchmark", "framework.cudnn_benchmark=false"),
     ({"memory": {"expandable_segments": True}}, "memory.expandable_segments", "memory.expandable_segments=false"),
-    ({"model_pruning": {"method": "2:4", "ratio": 0.5}, "precision": "bf16"}, "model_pruning.method 2:4",
+    ({"model_pruning": {"method": "2:4", "ratio": 0.5}, "precision": "bf16"}, "model_pruning.method=2:4",
      "model_pruning.method=structured"),
 ])
 def test_gpu_only_switches_are_config_errors_on_cpu(section, value, fix):

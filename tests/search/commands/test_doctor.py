@@ -89,11 +89,29 @@ def test_runnable_values_on_a_cpu_are_fp32_and_bf16():
     values = doctor.runnable_knob_values()
     assert values["precision"] == ["fp32", "bf16"]
     assert values["parallel.devices"] == list(range(1, len(os.sched_getaffinity(0)) + 1))
+    assert values["model_pruning.method"] == ["structured", "unstructured"]
     removed = doctor.removed_values()
     assert sorted(removed) == ["framework.cudnn_benchmark=true", "memory.expandable_segments=true",
                                "model_pruning.method='2:4'", "precision=fp16", "precision=fp8", "precision=tf32"]
-    assert "compute capability >= 8.0" in removed["precision=tf32"]
+    assert removed["precision=tf32"].startswith("precision=tf32 needs a CUDA GPU; got no usable GPU (")
     assert "gloo" in doctor.ddp_backends()
+
+
+def test_doctor_and_the_trial_run_the_same_check_on_the_same_facts():
+    """NVML's facts (the sweep, doctor) and torch's (the trial) agree here, and each knob's one check
+    decides: bf16 on a GPU needs compute capability 8.0 both ways, ranks x threads fit the cores."""
+    from objectives.hardware import Hardware, from_torch
+    from search.measure.machine import machine_hardware
+
+    sweep, trial = machine_hardware(), from_torch()
+    assert (sweep.cpu_cores, sweep.gpu_count, sweep.compute_capability, sweep.torchao) == \
+        (trial.cpu_cores, trial.gpu_count, trial.compute_capability, trial.torchao)
+    turing = Hardware(cpu_cores=4, gpu_count=2, compute_capability=(7, 5))
+    assert doctor.runnable_knob_values(turing)["precision"] == ["fp32", "fp16"]
+    assert doctor.runnable_knob_values(turing)["parallel.devices"] == [1, 2]
+    assert doctor.removed_values(turing)["precision=bf16"].startswith(
+        "precision=bf16 needs compute capability 8.0 or later on a GPU (bf16 tensor cores); got compute capability 7.5")
+    assert doctor.runnable_knob_values(Hardware(cpu_cores=3))["parallel.devices"] == [1, 2, 3]
 
 
 def test_doctor_exits_0_when_storage_and_tracking_are_reachable(tmp_path):

@@ -64,7 +64,7 @@ def test_an_admitted_value_that_fails_exits_1_and_names_the_check(workdir: Path)
     assert rows["parallel.compile=default"].startswith("fails: crashed:")
     line = next(x for x in done.stdout.splitlines() if x.startswith("the hardware check admitted parallel.compile"
                                                                      "=default"))
-    assert "no_such_backend" in line and line.endswith(": the check in search/commands/doctor.py (admits every mode) is wrong")
+    assert "no_such_backend" in line and line.endswith(": the check in objectives/knobs/compile.py (no hardware check: admits every value) is wrong")
     assert "0 values ran ok" not in done.stdout and "3 failed" in done.stdout
 
 
@@ -76,7 +76,7 @@ def test_admit_runs_a_refused_value_and_its_failure_exits_1(workdir: Path) -> No
     assert rows_of(done.stdout)["precision=fp16"].startswith("fails: infeasible: precision fp16 needs a CUDA GPU")
     assert ("the hardware check admitted precision=fp16 (forced by --admit) but it failed: infeasible: "
             "precision fp16 needs a CUDA GPU") in done.stdout
-    assert "the check in search/commands/doctor.py (_removed_precisions) is wrong" in done.stdout
+    assert "the check in objectives/knobs/precision.py (check_hardware) is wrong" in done.stdout
 
 
 def test_a_failing_base_runs_nothing_else_and_says_how_to_see_why(workdir: Path) -> None:
@@ -118,20 +118,24 @@ def test_the_command_line_reaches_the_self_test(workdir: Path) -> None:
 
 
 def test_plan_admits_by_the_sweeps_rule_and_needs_every_companion_value() -> None:
-    removed = {"precision=fp16": "needs a CUDA GPU; no usable GPU (NVML: none)",
-               "precision=fp8": "needs compute capability >= 8.9 (Ada/Hopper); this GPU has 8.0",
-               "framework.cudnn_benchmark=true": "needs a CUDA GPU (cuDNN); no usable GPU (NVML: none)"}
-    runnable = {"precision": ["fp32", "tf32", "bf16", "fp16"], "parallel.devices": [1, 2]}
-    rows = {r.case.override: r for r in selftest.plan(selftest.cases(2), removed, runnable, {"precision=fp8"},
+    from objectives import Hardware
+
+    cpu = Hardware(cpu_cores=2, why_no_gpu="NVML: none")
+    rows = {r.case.override: r for r in selftest.plan(selftest.cases(2), cpu, {"precision=fp8"},
                                                       said_once="NVML: none")}
     assert rows["precision=fp32"].is_base and rows["precision=fp32"].admitted
-    assert not rows["precision=fp16"].admitted and rows["precision=fp16"].skipped_why == "needs a CUDA GPU; no usable GPU"
+    assert not rows["precision=fp16"].admitted
+    assert rows["precision=fp16"].skipped_why == ("precision=fp16 needs a CUDA GPU; got no usable GPU; "
+                                                  "fix: precision=bf16 or precision=fp32")
     assert rows["precision=fp8"].admitted and rows["precision=fp8"].forced
     assert rows["parallel.devices=2"].admitted and "parallel.devices=3" not in rows
+    assert rows["precision=fp16"].case.check == "objectives/knobs/precision.py (check_hardware)"
     # 2:4 needs bf16 as well: refused with it when bf16 is (a GPU older than Ampere)
-    no_bf16 = {"precision": ["fp32", "fp16"], "parallel.devices": [1]}
-    two_four = {r.case.override: r for r in selftest.plan(selftest.cases(1), {}, no_bf16, set())}
-    assert two_four["model_pruning.method='2:4'"].skipped_why == "this machine runs precision in ['fp32', 'fp16']"
+    turing = Hardware(cpu_cores=2, gpu_count=1, compute_capability=(7, 5), cusparselt=True, torchao=True)
+    two_four = {r.case.override: r for r in selftest.plan(selftest.cases(1), turing, set())}
+    why = two_four["model_pruning.method='2:4'"].skipped_why
+    assert "precision=bf16 needs compute capability 8.0 or later on a GPU" in why
+    assert "model_pruning.method=2:4 needs a CUDA GPU with compute capability 8.0 or later" in why
 
 
 def test_every_value_composes_with_its_companions_into_a_config_the_trial_accepts() -> None:

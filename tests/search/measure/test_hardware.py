@@ -1,5 +1,5 @@
-"""Values the machine cannot run leave the space with a notice; forcing one
-is exit status 2 with the reason."""
+"""Values the machine cannot run leave the space with a notice (the rules themselves:
+tests/search/sweep/test_combinations.py); forcing one is exit status 2 with the reason."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -10,28 +10,7 @@ from optuna.distributions import CategoricalDistribution
 
 from conftest import run_search
 from search.errors import BadInput
-from search.measure.hardware import check_memory_cap, fit_to_machine
-from search.sweep.space import build_space
-
-REMOVED = {"precision=fp16": "needs a CUDA GPU", "precision=fp8": "needs sm_89+ and torchao"}
-RUNNABLE = {"precision": ["fp32", "bf16"], "parallel.devices": [1, 2]}
-
-
-def test_unrunnable_values_leave_the_space_with_their_reasons() -> None:
-    space = build_space({}, ["precision=choice(fp32,bf16,fp16,fp8)", "parallel.devices=choice(1,2,4)"])
-    fitted, notes = fit_to_machine(space, REMOVED, RUNNABLE)
-    assert fitted.distributions == {"precision": CategoricalDistribution(["fp32", "bf16"]),
-                                    "parallel.devices": CategoricalDistribution([1, 2])}
-    assert notes == ["precision=fp16 (needs a CUDA GPU)", "precision=fp8 (needs sm_89+ and torchao)",
-                     "parallel.devices=4 (this machine runs parallel.devices in [1, 2])"]
-
-
-def test_forcing_an_unrunnable_value_or_leaving_nothing_is_bad_input() -> None:
-    with pytest.raises(BadInput, match="precision=fp16 cannot run on this machine: needs a CUDA GPU"):
-        fit_to_machine(build_space({}, ["batch_size=choice(1,2)", "precision=fp16"]), REMOVED, RUNNABLE)
-    with pytest.raises(BadInput, match="no value this machine can run"):
-        fit_to_machine(build_space({}, ["precision=choice(fp16,fp8)"]), REMOVED, RUNNABLE)
-
+from search.measure.hardware import check_memory_cap
 
 def test_an_address_space_cap_is_refused_where_a_gpu_is_visible() -> None:
     check_memory_cap(None, gpu_count=2)
@@ -56,11 +35,11 @@ def test_on_a_cpu_machine_gpu_values_are_removed_and_forcing_one_exits_2(workdir
         assert value in line, (value, line)
     forced = run_search("multirun", "precision=fp16", cwd=workdir / "multirun")
     assert forced.returncode == 2
-    assert "precision=fp16 cannot run on this machine" in forced.stderr
+    assert "this machine cannot run the fixed settings: precision=fp16 needs a CUDA GPU" in forced.stderr
     forced = run_search("multirun", "hydra.sweeper.params=null", "model_pruning.method='2:4'", "model_pruning.ratio=0.5",
                         "precision=bf16", "batch_size=choice(32,64)", cwd=workdir / "multirun")
     assert forced.returncode == 2
-    assert "model_pruning.method='2:4' cannot run on this machine: needs a GPU" in forced.stderr
+    assert "this machine cannot run the fixed settings: model_pruning.method=2:4 needs a CUDA GPU" in forced.stderr
 
 
 @pytest.mark.slow

@@ -278,9 +278,8 @@ def test_real_gpu_power_and_energy_around_a_matmul_loop():
 
 
 def test_mfu_of_known_numbers():
-    # 1.3e9 parameters, 24 layers, width 2048, context 2048: 6N + 12LdT FLOPs per token
-    per_token = mfu.training_flops_per_token(1.3e9, 24, 2048, 2048)
-    assert per_token == 6 * 1.3e9 + 12 * 24 * 2048 * 2048
+    # 1.3e9 parameters, 24 layers, width 2048, context 2048: 6N + 12LdT FLOPs per token (objectives/gpt.py counts them)
+    per_token = 6 * 1.3e9 + 12 * 24 * 2048 * 2048
     tokens_per_s = 8 * 50_000.0
     got = mfu.mfu(per_token, tokens_per_s, "NVIDIA H100 80GB HBM3", "bf16", n_gpus=8)
     assert got == pytest.approx(per_token * tokens_per_s / (989e12 * 8))

@@ -1,0 +1,48 @@
+"""What the registry (objectives/knobs/__init__.py) knows about one knob.
+
+Each knob module ends with one ``KNOB = Knob(...)`` that names what the module
+owns: its config keys and their value rules, the config section whose
+dataclass it defines, its combination rules, its hardware check and its
+``apply_*`` steps. Everything that lists knobs (the parser, doctor, the
+search space, the README table, the run order) reads it from here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, Mapping
+
+from objectives.config_check import Rule
+from objectives.hardware import Hardware
+
+if TYPE_CHECKING:
+    from objectives.config import TrialConfig
+
+
+@dataclass(frozen=True)
+class Knob:
+    name: str
+    """How the README and messages name it ("model pruning")."""
+    section: str
+    """The config key its ``apply_*`` and hardware check take: a section (``parallel``) or a top-level value
+    (``precision``)."""
+    values: str
+    """Its values in words, for the README table."""
+    acts_on: str
+    """What it changes (model, loader, step, process), for the README table."""
+    rules: Mapping[str, Rule] = field(default_factory=dict)
+    """Value rules of the keys it owns, by dotted key: (rule text, check, suggested fix)."""
+    config: type | None = None
+    """The dataclass of ``section`` when this module defines it (a section may hold several knobs' keys)."""
+    check_combinations: Callable[[TrialConfig], None] | None = None
+    """Rules that tie its keys to others on any machine; raises CombinationError."""
+    combination_rules: tuple[str, ...] = ()
+    """Those rules in words, for doctor ("precision=fp8 needs parallel.compile other than none ...")."""
+    check_hardware: Callable[[Any, Hardware], None] | None = None
+    """``check_hardware(cfg.<section>, hardware)``: raises HardwareError for what this machine cannot run."""
+    doctor_values: Callable[[Hardware], Mapping[str, list]] | None = None
+    """Key -> the values doctor's table tries on this machine (those whose runnability depends on it)."""
+    company: Mapping[tuple[str, Any], Mapping[str, Any]] = field(default_factory=dict)
+    """(key, value) -> the other values it needs to act at all (2:4 needs a ratio and bf16), for doctor's table."""
+    applies: tuple[str, ...] = ()
+    """The functions objectives/run.py calls for it, each placed in ``objectives.knobs.RUN_ORDER``."""
