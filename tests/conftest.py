@@ -34,6 +34,8 @@ def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, empty_mlflow_db: Pa
 
 
 def run_search(*args: str, cwd: Path, timeout_s: float = 600, env: dict | None = None) -> subprocess.CompletedProcess:
-    full_env = {**os.environ, "PYTHONPATH": str(REPO), "COLUMNS": "200", **(env or {})}
+    full_env = {**os.environ, "PYTHONPATH": str(REPO), "COLUMNS": "200",
+                "SEARCH_GPU_DEFAULT": "0",  # the same sweeps on a GPU machine (search/commands/gpu_default.py)
+                **(env or {})}
     return subprocess.run([sys.executable, "-m", "search", *args], cwd=cwd, env=full_env, text=True,
                           capture_output=True, timeout=timeout_s)

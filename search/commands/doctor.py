@@ -116,6 +116,9 @@ def main(argv: list[str]) -> int:
     console.print(f"rules on any machine: {'; '.join(COMBINATION_RULES)}")
     console.print("to run each runnable value for a few steps and catch a check that admits too much: "
                   "python -m search selftest")
+    from search.commands.gpu_default import what_multirun_runs
+
+    console.print(what_multirun_runs())  # on a GPU, the GPU default (objective=gpt search=gpu)
 
     results = checks(args.storage)
     table = Table(title="services and libraries", title_justify="left")

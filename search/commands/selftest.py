@@ -294,6 +294,10 @@ def report(rows: list[Row], base: list[str], started: float, run: Callable[[], N
     skipped = sum(1 for r in rows if not r.admitted)
     print(f"selftest: {ran} values ran ok, {len(failed)} failed, {skipped} skipped by the hardware check, in "
           f"{time.perf_counter() - started:.0f} s", flush=True)
+    if not failed:
+        from search.commands.gpu_default import what_multirun_runs
+
+        print(f"selftest: next, {what_multirun_runs()}", flush=True)
     return EXIT_SELFTEST_FAILED if failed else 0
 
 
