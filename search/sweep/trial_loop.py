@@ -109,7 +109,9 @@ def propose(run: SweepRun) -> slots.Launch:
     trial.set_user_attr("overrides", lines)
     job_config = run.jobs.compose(lines)
     cfg = trial_config(job_config)
-    parsed = parse_trial(cfg) if run.jobs.runs_our_trials() else None  # None: a user's app, or a refused config
+    # Parsed here when this process runs the job (None: a user's app, a refused config, or another
+    # launcher's job, which parses in its own process: search/trial/app.py).
+    parsed = parse_trial(cfg) if run.jobs.run_here() else None
     run_id = tracking.start_trial(run.sweep, trial.number, tracking.flatten(cfg))
     if run_id is not None:
         trial.set_user_attr("mlflow_run_id", run_id)
