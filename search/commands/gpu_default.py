@@ -116,6 +116,8 @@ def choose(overrides: Sequence[str], facts: GpuFacts) -> Choice:
 
 def what_multirun_runs(facts: GpuFacts | None = None) -> str:
     """One line for doctor and selftest: what `python -m search multirun` with no overrides sweeps here."""
+    if opted_out():
+        return f"python -m search multirun sweeps {CPU_DEFAULT} ({OPT_OUT}={os.environ[OPT_OUT]} turns the GPU default off)"
     facts = detect() if facts is None else facts
     if not facts.names:
         return f"python -m search multirun sweeps {CPU_DEFAULT} on the CPU (no usable GPU: {facts.why_none})"
@@ -124,6 +126,10 @@ def what_multirun_runs(facts: GpuFacts | None = None) -> str:
         return choice.line.removeprefix("search: ")
     return (f"python -m search multirun sweeps the GPU default, {' '.join(choice.overrides)}, on "
             f"{describe_gpus(facts.names)}; add {CPU_DEFAULT} for the CPU default")
+
+
+def opted_out() -> bool:
+    return os.environ.get(OPT_OUT, "").strip().lower() in ("0", "off", "false", "no")
 
 
 def describe_gpus(names: Sequence[str]) -> str:
@@ -151,7 +157,7 @@ def gpu_default(args: Sequence[str], facts: GpuFacts | None = None) -> list[str]
     parsed = get_args_parser().parse_args(list(args))
     if parsed.config_dir or parsed.config_path or parsed.config_name:
         return []
-    if os.environ.get(OPT_OUT, "").strip().lower() in ("0", "off", "false", "no"):
+    if opted_out():
         return []  # a test suite or CI job that must sweep the same thing on any machine
     if "search" in chosen_groups(parsed.overrides):
         return []  # no NVML call at all: the user chose the space

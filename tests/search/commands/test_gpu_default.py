@@ -24,6 +24,11 @@ H100 = "NVIDIA H100 80GB HBM3"
 EIGHT_H100 = GpuFacts([H100] * 8, torch_cuda="12.8")
 
 
+@pytest.fixture(autouse=True)
+def choice_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("SEARCH_GPU_DEFAULT", raising=False)  # a CI environment may have turned it off
+
+
 @pytest.fixture
 def fake(monkeypatch: pytest.MonkeyPatch):
     def install(**kwargs) -> FakeNvml:
@@ -185,6 +190,7 @@ def test_doctor_and_selftest_line_says_what_multirun_sweeps_here() -> None:
 def test_search_gpu_default_0_turns_the_choice_off(monkeypatch, capsys) -> None:
     monkeypatch.setenv("SEARCH_GPU_DEFAULT", "0")
     assert gpu_default([], facts=EIGHT_H100) == [] and capsys.readouterr() == ("", "")
+    assert "SEARCH_GPU_DEFAULT=0 turns the GPU default off" in gd.what_multirun_runs(EIGHT_H100)
     monkeypatch.setenv("SEARCH_GPU_DEFAULT", "1")
     assert gpu_default([], facts=EIGHT_H100) == ["objective=gpt", "search=gpu"]
 
