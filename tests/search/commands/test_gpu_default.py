@@ -208,3 +208,10 @@ def test_on_a_real_gpu_multirun_picks_gpt2_small_and_says_so(workdir) -> None:
     assert shown.returncode == 0, shown.stderr
     assert shown.stderr.startswith("search: GPU default on") and "objective=gpt search=gpu" in shown.stderr
     assert "size: gpt2-small" in shown.stdout and "budget_samples: 32768" in shown.stdout
+
+
+def test_doctor_names_what_multirun_sweeps_here(workdir) -> None:
+    shown = run_search("doctor", cwd=workdir, env={"SEARCH_GPU_DEFAULT": "1", "CUDA_VISIBLE_DEVICES": ""})
+    assert shown.returncode == 0, shown.stdout[-2000:] + shown.stderr[-2000:]
+    assert ("python -m search multirun sweeps objective=digits search=default on the CPU (no usable GPU: "
+            in shown.stdout)
