@@ -22,7 +22,20 @@ def empty_mlflow_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
     path = tmp_path_factory.mktemp("mlflow-template") / "mlflow.db"
     MlflowClient(f"sqlite:///{path}").search_experiments()
+    _TEMPLATE.append(path)
     return path
+
+
+_TEMPLATE: list[Path] = []
+
+
+def made_in(workdir: Path) -> list[str]:
+    """What a command left in its working directory, the workdir fixture's untouched MLflow database aside."""
+    names = sorted(p.name for p in workdir.iterdir())
+    db = workdir / "mlflow.db"
+    if _TEMPLATE and db.exists() and db.read_bytes() == _TEMPLATE[0].read_bytes():
+        names.remove("mlflow.db")
+    return names
 
 
 @pytest.fixture

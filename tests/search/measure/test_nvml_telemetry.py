@@ -122,14 +122,14 @@ def test_the_cuda_device_order_is_pinned_to_pci_bus_or_refused(monkeypatch):
 
 
 def test_a_sweep_under_another_cuda_device_order_exits_2_before_creating_anything(workdir):
-    from conftest import run_search
+    from conftest import made_in, run_search
 
     result = run_search("multirun", "hydra.sweeper.n_trials=1", cwd=workdir, timeout_s=300,
                         env={"CUDA_DEVICE_ORDER": "FASTEST_FIRST"})
     assert result.returncode == 2, result.stderr[-2000:]
     assert result.stderr.startswith("search: error: CUDA_DEVICE_ORDER must be PCI_BUS_ID")
     assert len(result.stderr.strip().splitlines()) == 1
-    assert sorted(p.name for p in workdir.iterdir()) == []
+    assert made_in(workdir) == []
 
 
 def test_only_the_trials_gpus_are_read_and_series_are_stepped(fake):

@@ -14,7 +14,7 @@ import optuna
 import pytest
 from mlflow.tracking import MlflowClient
 
-from conftest import REPO, run_search
+from conftest import REPO, made_in, run_search
 from servers import MlflowServer, Postgres, free_port, postgres_available
 
 sys.path.insert(0, str(REPO))
@@ -136,7 +136,7 @@ def test_an_override_hydra_cannot_read_is_reported_without_its_password(workdir:
                         cwd=workdir, timeout_s=120)
     assert result.returncode == 2 and "search: error: " in result.stderr, result.stderr[-2000:]
     assert not leaks(result.stdout + result.stderr)
-    assert list(workdir.iterdir()) == []
+    assert made_in(workdir) == []
 
 
 @pytest.mark.slow
@@ -146,7 +146,7 @@ def test_a_tracking_password_requests_would_misread_is_refused_without_showing_i
                         env={"MLFLOW_TRACKING_URI": f"http://canary:{HEAD}/{TAIL}@127.0.0.1:{free_port()}"})
     assert result.returncode == 2 and "percent-encoded" in result.stderr, result.stderr[-2000:]
     assert "http://canary:***@127.0.0.1:" in result.stderr and not leaks(result.stdout + result.stderr)
-    assert list(workdir.iterdir()) == []
+    assert made_in(workdir) == []
 
 
 def test_doctor_refuses_an_at_sign_sqlalchemy_would_read_as_the_host() -> None:
