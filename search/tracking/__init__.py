@@ -1,1 +1,2 @@
-"""MLflow: a parent run per sweep, a child run per trial, repair after an outage, no passwords."""
+"""MLflow: the client (mlflow_client.py), a parent run per sweep and a child run per
+trial (mlflow_runs.py), repair after an outage, no passwords."""
