@@ -46,7 +46,8 @@ class MemoryConfig:
 def check_hardware(memory: MemoryConfig, hw: Hardware) -> None:
     if memory.expandable_segments and not hw.gpu_count:
         raise HardwareError(
-            f"memory.expandable_segments is a CUDA allocator setting; got true with {hw.shown_capability()}; "
+            f"memory.expandable_segments needs a CUDA GPU (a CUDA allocator setting); got true with "
+            f"{hw.shown_capability()}; "
             "fix: memory.expandable_segments=false",
             ("memory.expandable_segments",),
         )
