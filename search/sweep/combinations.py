@@ -61,16 +61,17 @@ class Rules:
     swept: frozenset[str]
 
     def broken(self, params: Mapping[str, Any]) -> ConfigError | None:
-        """The first rule that ``params`` (some swept keys' values) break with the fixed settings,
-        whatever the swept keys they leave out take; None when they break none."""
+        """A rule that ``params`` (some swept keys' values) break with the fixed settings, whatever
+        the swept keys they leave out take (what this machine cannot run first: the more lasting
+        reason); None when they break none."""
+        from objectives import HardwareError
         from objectives.config import with_values
         from objectives.knobs import broken_rules
 
         open_keys = self.swept - set(params)
-        for err in broken_rules(with_values(self.base, params), self.hardware):
-            if not set(getattr(err, "fields", ())) & open_keys:
-                return err
-        return None
+        broken = [err for err in broken_rules(with_values(self.base, params), self.hardware)
+                  if not set(getattr(err, "fields", ())) & open_keys]
+        return next((err for err in broken if isinstance(err, HardwareError)), broken[0] if broken else None)
 
     def open_fields(self, params: Mapping[str, Any]) -> set[str]:
         """Swept keys left out of ``params`` that rules broken at their defaults read."""
