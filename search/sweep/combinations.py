@@ -60,10 +60,10 @@ class Rules:
     hardware: Hardware
     swept: frozenset[str]
 
-    def broken(self, params: Mapping[str, Any]) -> ConfigError | None:
+    def broken(self, params: Mapping[str, Any], machine_first: bool = True) -> ConfigError | None:
         """A rule that ``params`` (some swept keys' values) break with the fixed settings, whatever
-        the swept keys they leave out take (what this machine cannot run first: the more lasting
-        reason); None when they break none."""
+        the swept keys they leave out take (with ``machine_first``, what this machine cannot run
+        first: the more lasting reason to remove a value); None when they break none."""
         from objectives import HardwareError
         from objectives.config import with_values
         from objectives.knobs import broken_rules
@@ -71,7 +71,8 @@ class Rules:
         open_keys = self.swept - set(params)
         broken = [err for err in broken_rules(with_values(self.base, params), self.hardware)
                   if not set(getattr(err, "fields", ())) & open_keys]
-        return next((err for err in broken if isinstance(err, HardwareError)), broken[0] if broken else None)
+        first = next((err for err in broken if isinstance(err, HardwareError)), None) if machine_first else None
+        return first or (broken[0] if broken else None)
 
     def open_fields(self, params: Mapping[str, Any]) -> set[str]:
         """Swept keys left out of ``params`` that rules broken at their defaults read."""
@@ -88,7 +89,7 @@ def fit_to_rules(space: Space, base: TrialConfig, hardware: Hardware) -> tuple[S
     from objectives import HardwareError
 
     rules = Rules(base, hardware, frozenset(space.distributions))
-    fixed = rules.broken({})
+    fixed = rules.broken({}, machine_first=False)  # a rule of any machine first, as the trial's parser says it
     if fixed is not None:
         where = "this machine cannot run the fixed settings" if isinstance(fixed, HardwareError) else \
             "the fixed settings break a rule"
