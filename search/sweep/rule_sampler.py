@@ -56,7 +56,7 @@ class RuleAwareSampler(BaseSampler):
                 break
             params = self.base.sample_relative(study, trial, search_space)
         proposed = dict(params)
-        params = self._repaired(dict(params), trial.params, search_space)
+        params = self._repaired(dict(params), trial.params, search_space, _seen(study))
         changed = [f"{k}: {proposed[k]!r} -> {v!r}" for k, v in params.items() if proposed[k] != v]
         if changed:  # on the trial, so a user sees what the sampler asked for
             study._storage.set_trial_user_attr(trial._trial_id, REPAIRED_ATTR, "; ".join(changed))
@@ -85,9 +85,12 @@ class RuleAwareSampler(BaseSampler):
     def reseed_rng(self) -> None:
         self.base.reseed_rng()
 
-    def _repaired(self, params: dict[str, Any], fixed: Mapping[str, Any],
-                  space: Mapping[str, BaseDistribution]) -> dict[str, Any]:
-        """``params`` changed one value at a time until they keep to every rule (as far as one change can)."""
+    def _repaired(self, params: dict[str, Any], fixed: Mapping[str, Any], space: Mapping[str, BaseDistribution],
+                  seen: set[tuple]) -> dict[str, Any]:
+        """``params`` changed one value at a time until they keep to every rule (as far as one change can),
+        preferring a change to a configuration the study has not run: a sampler whose model still favours
+        the forbidden pair would otherwise be repaired into the same trial each time (search/sweep/no_repeat.py
+        would then skip it)."""
         for _ in range(len(params)):
             broken = self._forbids({**fixed, **params})
             if broken is None:
@@ -95,11 +98,12 @@ class RuleAwareSampler(BaseSampler):
             keys = [k for k in getattr(broken, "fields", ()) if k in params and k in space]
             changes = [(k, v) for k in keys for v in _choices(space[k])
                        if v != params[k] and self._forbids({**fixed, **params, k: v}) is None]
+            unseen = [(k, v) for k, v in changes if _key({**fixed, **params, k: v}) not in seen]
             if not changes:
                 changes = [(k, v) for k in keys for v in _choices(space[k]) if v != params[k]]
             if not changes:
                 break
-            key, value = self._rng.choice(changes)
+            key, value = self._rng.choice(unseen or changes)
             params[key] = value
         return params
 
@@ -113,6 +117,18 @@ def within_rules(sampler: BaseSampler, forbids: Callable[[Mapping[str, Any]], An
     if forbids is None or isinstance(sampler, GridSampler):
         return sampler
     return RuleAwareSampler(sampler, forbids, seed)
+
+
+def _seen(study: optuna.Study) -> set[tuple]:
+    from search.sweep.no_repeat import completed_configurations
+
+    return set(completed_configurations(study))
+
+
+def _key(params: Mapping[str, Any]) -> tuple:
+    from search.sweep.no_repeat import _key as key
+
+    return key(params)
 
 
 def _choices(dist: BaseDistribution) -> list[Any]:

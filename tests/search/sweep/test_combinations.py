@@ -88,6 +88,9 @@ def test_the_sampler_never_proposes_a_forbidden_pair(make) -> None:
                    + trial.params["batch_size"] / 64)
     assert all(space.broken_rule(p) is None for p in seen), seen
     assert {(p["parallel.devices"], p["parallel.threads"]) for p in seen} == {(1, 1), (1, 2), (2, 1)}
+    repaired = [t.user_attrs["search.repaired"] for t in study.trials if "search.repaired" in t.user_attrs]
+    if not isinstance(study.sampler.base, optuna.samplers.RandomSampler):  # the models asked for the corner
+        assert repaired and all(r in ("parallel.threads: 2 -> 1", "parallel.devices: 2 -> 1") for r in repaired)
 
 
 def test_no_rules_no_wrapper_and_the_grid_sampler_stays_itself() -> None:
