@@ -79,8 +79,8 @@ class Rules:
         from objectives.config import with_values
         from objectives.knobs import broken_rules
 
-        read = {f for err in broken_rules(with_values(self.base, params), self.hardware) for f in getattr(err, "fields", ())}
-        return read & (self.swept - set(params))
+        broken = broken_rules(with_values(self.base, params), self.hardware)
+        return {f for err in broken for f in getattr(err, "fields", ())} & (self.swept - set(params))
 
 
 def fit_to_rules(space: Space, base: TrialConfig, hardware: Hardware) -> tuple[Space, list[str]]:
