@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from search.commands import selftest
-from tests.conftest import run_search
+from conftest import made_in, run_search
 
 GPU_ONLY_ON_A_CPU = ("precision=tf32", "precision=fp16", "precision=fp8", "model_pruning.method='2:4'",
                      "memory.expandable_segments=true", "framework.cudnn_benchmark=true")
@@ -51,7 +51,7 @@ def test_the_whole_self_test_runs_every_cpu_value_and_skips_the_gpu_ones(workdir
     table = lines[lines.index(next(x for x in lines if x.startswith("self-test: each knob value"))):-1]
     assert len(table) > 2 * len(rows) and max(len(line) for line in table) <= 80  # the table fits 80 columns
     assert f"{len(ran)} values ran ok, 0 failed, {len(GPU_ONLY_ON_A_CPU)} skipped" in done.stdout
-    assert sorted(p.name for p in workdir.iterdir()) == []  # no output directory, study or run
+    assert made_in(workdir) == []  # no output directory, study or run
 
 
 def test_an_admitted_value_that_fails_exits_1_and_names_the_check(workdir: Path) -> None:
@@ -106,7 +106,7 @@ def test_bad_input_is_one_line_and_exit_2(workdir: Path, capsys: pytest.CaptureF
     assert done.value.code == 2, out + err
     assert words in err and "fix:" in err
     assert len(err.strip().splitlines()) == 1, err
-    assert out == "" and list(workdir.iterdir()) == []  # nothing ran, nothing was made
+    assert out == "" and made_in(workdir) == []  # nothing ran, nothing was made
 
 
 def test_the_command_line_reaches_the_self_test(workdir: Path) -> None:
@@ -164,7 +164,7 @@ def test_ctrl_c_exits_130_in_one_line_and_leaves_no_process_behind(workdir: Path
 
     import psutil
 
-    from tests.conftest import REPO
+    from conftest import REPO
 
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     proc = subprocess.Popen([sys.executable, "-m", "search", "selftest", "--only", "parallel.compile"], cwd=workdir,
