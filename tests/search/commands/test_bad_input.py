@@ -9,10 +9,19 @@ import pytest
 from optuna.storages import JournalStorage
 from optuna.storages.journal import JournalFileBackend
 
+from cli_fork import ForkedCli
 from conftest import run_search
 from sweep_results import assert_one_line_and_nothing_created, runs
 
 pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def cli():
+    """The CLI imported once, each run a fresh fork of it (tests/cli_fork.py)."""
+    forked = ForkedCli()
+    yield forked
+    forked.close()
 
 CASES = [
     ("batch_size=choice(32,64", "grammar"),
@@ -55,8 +64,8 @@ CASES = [
 
 
 @pytest.mark.parametrize("override, words", CASES, ids=[c[0] for c in CASES])
-def test_bad_input(workdir: Path, override: str, words: str) -> None:
-    assert_one_line_and_nothing_created(workdir, run_search("multirun", override, cwd=workdir, timeout_s=120), words)
+def test_bad_input(cli: ForkedCli, workdir: Path, override: str, words: str) -> None:
+    assert_one_line_and_nothing_created(workdir, cli.run("multirun", override, cwd=workdir), words)
 
 
 @pytest.mark.parametrize("overrides, words", [
@@ -67,8 +76,9 @@ def test_bad_input(workdir: Path, override: str, words: str) -> None:
     (["objective=resnet", "hydra.sweeper.metrics=[val_accuracy]", "hydra.sweeper.direction=maximize"],
      "hydra.sweeper.metrics must name a metric objective 'resnet' reports, and it measures no accuracy"),
 ], ids=["metric", "accuracy-on-resnet", "only-accuracy-on-resnet"])
-def test_a_metric_the_workload_never_reports_is_refused(workdir: Path, overrides: list[str], words: str) -> None:
-    result = run_search("multirun", *overrides, cwd=workdir, timeout_s=120)
+def test_a_metric_the_workload_never_reports_is_refused(cli: ForkedCli, workdir: Path, overrides: list[str],
+                                                       words: str) -> None:
+    result = cli.run("multirun", *overrides, cwd=workdir)
     assert_one_line_and_nothing_created(workdir, result, words)
 
 
