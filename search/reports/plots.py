@@ -27,7 +27,7 @@ from search.tracking.mlflow_client import log_report
 @dataclass
 class Plots:
     files: list[Path] = field(default_factory=list)
-    skipped: list[str] = field(default_factory=list)  # "importances of val_accuracy: <why>"
+    skipped: list[str] = field(default_factory=list)  # "no plot of importances of val_accuracy: <why>"
 
 
 def _measured(study: optuna.Study) -> optuna.Study:
@@ -67,7 +67,8 @@ def write_plots(study: optuna.Study, metric_names: Sequence[str], out_dir: Path)
     plots = Plots()
     sections: list[str] = []
     if len(measured.trials) < 2:
-        plots.skipped.append(f"all plots: {len(measured.trials)} trials ran ok, plots need 2")
+        ran = len(measured.trials)
+        plots.skipped.append(f"no plots yet: they need 2 trials that ran ok, the study has {ran}")
         return plots
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # Optuna marks its matplotlib plots experimental
@@ -76,7 +77,7 @@ def write_plots(study: optuna.Study, metric_names: Sequence[str], out_dir: Path)
                 figure = make(interactive)
                 axes = make(static)
             except Exception as err:  # e.g. importances need two distinct values of some knob
-                plots.skipped.append(f"{title}: {' '.join(str(err).split())[:160]}")
+                plots.skipped.append(f"no plot of {title}: {' '.join(str(err).split())[:160]}")
                 continue
             first = axes.flat[0] if hasattr(axes, "flat") else axes
             first.figure.savefig(out_dir / f"{stem}.png", dpi=100, bbox_inches="tight")
@@ -96,7 +97,7 @@ def write_report(study: optuna.Study, out_dir: Path, run_id: str | None) -> list
     """Plots to out_dir and to the MLflow run; returns the files written."""
     plots = write_plots(study, study_metrics(study), out_dir)
     for why in plots.skipped:
-        print(f"report: no plot of {why}", flush=True)
+        print(f"report: {why}", flush=True)
     if plots.files:
         print(f"report: {len(plots.files)} files in {out_dir}", flush=True)
         problem = log_report(run_id, plots.files)
