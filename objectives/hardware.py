@@ -13,6 +13,8 @@ import importlib.util
 import os
 from dataclasses import dataclass
 
+from objectives.config_check import HardwareError
+
 
 @dataclass(frozen=True)
 class Hardware:
@@ -43,6 +45,13 @@ class Hardware:
         if not self.gpu_count or self.compute_capability is None:
             return f"no usable GPU ({self.why_no_gpu or 'none found'})"
         return f"compute capability {self.compute_capability[0]}.{self.compute_capability[1]}"
+
+
+def require_gpu(key: str, why: str, hw: Hardware) -> None:
+    """A GPU-only switch (``key`` set true) on a machine without a usable GPU: one line, the fix is off."""
+    if not hw.gpu_count:
+        raise HardwareError(f"{key} needs a CUDA GPU ({why}); got true with {hw.shown_capability()}; "
+                            f"fix: {key}=false", (key,))
 
 
 def cpu_cores() -> int:

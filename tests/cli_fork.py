@@ -2,12 +2,13 @@
 
 A bad-input run spends ~7 s of CPU importing torch, MLflow, Optuna and Hydra and
 well under one second on what the test is about. `ForkedCli` starts one Python
-that imports the CLI once, then forks it per run: each run is a new process
-(fresh Hydra, logging and signal state, its own working directory and
-environment, its own exit status) that runs `python -m search`'s own `main`,
-exactly as the console would, and ends with the exit handlers and the exit
-status the interpreter's shutdown would give. What differs from `run_search`
-is only that the imports were done before the fork.
+that imports the CLI once (nothing else: no Hydra initialised, no logging
+configured, no signal handler installed), then forks it per run: each run is
+a new process with its own working directory, environment and exit status,
+that runs `python -m search`'s own `main` as the console would, and ends with
+the exit handlers and the exit status the interpreter's shutdown would give.
+What differs from `run_search` is only that the imports were done before the
+fork.
 """
 from __future__ import annotations
 

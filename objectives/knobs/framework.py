@@ -15,8 +15,7 @@ from typing import Callable
 import torch
 from torch import nn
 
-from objectives.config_check import HardwareError
-from objectives.hardware import Hardware
+from objectives.hardware import Hardware, require_gpu
 from objectives.knobs.knob import Knob
 
 
@@ -31,12 +30,8 @@ class FrameworkConfig:
 
 
 def check_hardware(framework: FrameworkConfig, hw: Hardware) -> None:
-    if framework.cudnn_benchmark and not hw.gpu_count:
-        raise HardwareError(
-            f"framework.cudnn_benchmark needs a CUDA GPU (cuDNN); got true with {hw.shown_capability()}; "
-            "fix: framework.cudnn_benchmark=false",
-            ("framework.cudnn_benchmark",),
-        )
+    if framework.cudnn_benchmark:
+        require_gpu("framework.cudnn_benchmark", "cuDNN", hw)
 
 
 def channels_last_skip_reason(framework: FrameworkConfig, example_input: torch.Tensor) -> str:

@@ -28,8 +28,7 @@ from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import (
     checkpoint_wrapper,
 )
 
-from objectives.config_check import HardwareError
-from objectives.hardware import Hardware
+from objectives.hardware import Hardware, require_gpu
 from objectives.knobs.knob import Knob
 
 
@@ -44,13 +43,8 @@ class MemoryConfig:
 
 
 def check_hardware(memory: MemoryConfig, hw: Hardware) -> None:
-    if memory.expandable_segments and not hw.gpu_count:
-        raise HardwareError(
-            f"memory.expandable_segments needs a CUDA GPU (a CUDA allocator setting); got true with "
-            f"{hw.shown_capability()}; "
-            "fix: memory.expandable_segments=false",
-            ("memory.expandable_segments",),
-        )
+    if memory.expandable_segments:
+        require_gpu("memory.expandable_segments", "a CUDA allocator setting", hw)
 
 
 ALLOC_CONF_ENV = "PYTORCH_CUDA_ALLOC_CONF"
