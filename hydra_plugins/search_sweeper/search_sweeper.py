@@ -96,6 +96,17 @@ class SearchSweeperConf:
     failure_min_trials: int = 4
     # Before the first trial, find the largest batch_size that fits (isolated probe trials) and bound the space.
     batch_size_probe: bool = False
+    # The answer (search/sweep/answer.py): the fastest configuration whose val_accuracy is at least the
+    # baseline's minus this. 0.005 is half a point of accuracy, what a team usually accepts as "the same"
+    # for a change that only makes training faster, and more than one validation sample of digits (1/360).
+    accuracy_tolerance: float = 0.005
+    # The user's own configuration (conf/ defaults plus fixed overrides, without the space) runs first, this
+    # many times, never stopped early: the baseline every speedup is measured against. 0: no baseline.
+    baseline_repeats: int = 2
+    # Re-measuring the answer's candidates and the baseline interleaved (A B A B) before the sweep ends may
+    # take at most this fraction of the search trials' time. 0: no confirmation.
+    confirm_budget: float = 0.15
+    confirm_candidates: int = 3  # at most this many configurations within noise of the fastest are re-measured
     nightly: NightlyConf = field(default_factory=NightlyConf)
 
 

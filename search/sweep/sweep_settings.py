@@ -37,6 +37,10 @@ class SweepSettings:
     early_stopping_startup_trials: int = 5
     slots: Any = "auto"
     trials_per_gpu: int = 1
+    accuracy_tolerance: float = 0.005
+    baseline_repeats: int = 2
+    confirm_budget: float = 0.15
+    confirm_candidates: int = 3
 
 
 def sweep_settings(objectives: Any = None, **given: Any) -> SweepSettings:
