@@ -1,64 +1,153 @@
-"""Tables for the terminal: the Pareto front of a study, one trial's result."""
+"""Tables for the terminal: the Pareto front of a study, one trial's result.
+
+The front table is narrow on purpose (80 columns): the trial, the optimised
+metrics, the speedup over the baseline, and only the knobs whose value
+differs from the baseline's: the user's own configuration (trials with user
+attribute `search.role` = `baseline`), else the study's first complete
+trial. Every other figure and knob is in MLflow and the report. Knob columns
+that do not fit the width are named under the table instead of squeezed.
+"""
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+import os
+import statistics
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import optuna
+from optuna.trial import FrozenTrial, TrialState
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
+from search.reports.labels import fmt, knob_label, metric_label
 from search.sweep.outcome import is_feasible
 
-_SHOWN_METRICS = ("throughput_cv", "val_loss", "peak_pss_tree_bytes", "trial_wall_s")
+ROLE_ATTR = "search.role"
+BASELINE = "baseline"
+PIPE_WIDTH = 100  # a log file or pipe: the width the tables are laid out for
+_SPEEDUP_METRICS = {"throughput_samples_per_s": 1, "throughput_tokens_per_s": 1, "time_to_accuracy_s": -1}
 
 
-def _fmt(value: Any) -> str:
-    if isinstance(value, float):
-        return f"{value:,.4g}" if abs(value) < 1e4 else f"{value:,.0f}"
-    return str(value)
-
-
-def front_trials(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
+def front_trials(study: optuna.Study) -> list[FrozenTrial]:
     """The Pareto front (several metrics) or the best five (one metric)."""
     if len(study.directions) > 1:
         return sorted(study.best_trials, key=lambda t: t.values[0], reverse=True)
     done = [t for t in study.get_trials(deepcopy=False)
-            if t.state == optuna.trial.TrialState.COMPLETE and is_feasible(t)]
+            if t.state == TrialState.COMPLETE and is_feasible(t)]
     reverse = study.direction == optuna.study.StudyDirection.MAXIMIZE
     return sorted(done, key=lambda t: t.value, reverse=reverse)[:5]
 
 
-def front_table(study: optuna.Study, metric_names: Sequence[str]) -> Table:
-    trials = front_trials(study)
-    title = "Pareto front" if len(study.directions) > 1 else "Best trials"
-    table = Table(title=f"{title} of study {study.study_name!r} ({len(trials)} trials)")
-    table.add_column("trial", justify="right")
-    for name, direction in zip(metric_names, study.directions):
-        table.add_column(f"{name} ({direction.name.lower()})", justify="right")
-    knobs = sorted({k for t in trials for k in t.params})
-    for key in _SHOWN_METRICS:
-        table.add_column(key, justify="right")
-    for knob in knobs:
-        table.add_column(knob)
+def baseline_trials(study: optuna.Study) -> list[FrozenTrial]:
+    """The baseline's measurements that ran ok (the user's own configuration, measured more than once)."""
+    return [t for t in study.get_trials(deepcopy=False)
+            if t.user_attrs.get(ROLE_ATTR) == BASELINE and t.state == TrialState.COMPLETE and is_feasible(t)]
+
+
+def reference_trial(study: optuna.Study) -> tuple[FrozenTrial | None, str]:
+    """What the knobs are compared with, and what to call it: the baseline, else the first complete trial."""
+    baseline = baseline_trials(study)
+    if baseline:
+        return baseline[0], "the baseline"
+    first = next((t for t in study.get_trials(deepcopy=False) if t.state == TrialState.COMPLETE), None)
+    return first, (f"trial {first.number}, the first complete one" if first is not None else "")
+
+
+def differing_knobs(trials: Sequence[FrozenTrial], reference: FrozenTrial | None) -> list[str]:
+    """Knobs some shown trial sets otherwise than `reference`, in the study's order."""
+    keys: list[str] = []
     for t in trials:
-        metrics = t.user_attrs.get("metrics", {})
-        table.add_row(
-            str(t.number),
-            *[_fmt(v) for v in t.values],
-            *[_fmt(metrics.get(k, "")) for k in _SHOWN_METRICS],
-            *[_fmt(t.params.get(k, "")) for k in knobs],
-        )
+        keys += [k for k in t.params if k not in keys]
+    if reference is None:
+        return keys
+    return [k for k in keys if any(t.params.get(k) != reference.params.get(k) for t in trials)]
+
+
+def speedup(name: str, value: float, baseline: Sequence[FrozenTrial]) -> str:
+    """`1.84x` over the baseline's median, for throughput (higher is faster) or time to accuracy (lower)."""
+    sign = _SPEEDUP_METRICS.get(name)
+    base = [t.user_attrs.get("metrics", {}).get(name) for t in baseline]
+    base = [b for b in base if isinstance(b, (int, float)) and b > 0]
+    if sign is None or not base or value <= 0:
+        return ""
+    ratio = value / statistics.median(base) if sign > 0 else statistics.median(base) / value
+    return f"{ratio:.2f}x"
+
+
+def front_table(study: optuna.Study, metric_names: Sequence[str], width: int | None = None) -> Table:
+    """The front in `width` columns (the console's when None)."""
+    width = width or console().width
+    trials = front_trials(study)
+    baseline = baseline_trials(study)
+    reference, called = reference_trial(study)
+    title = "Pareto front" if len(study.directions) > 1 else "Best trials"
+    table = Table(title=f"{title} of study {study.study_name!r} ({len(trials)} trials)", title_justify="left",
+                  caption_justify="left")
+    table.add_column("trial", justify="right", no_wrap=True)
+    for name, direction in zip(metric_names, study.directions):
+        arrow = "↑" if direction == optuna.study.StudyDirection.MAXIMIZE else "↓"
+        table.add_column(f"{metric_label(name)} {arrow}", justify="right", no_wrap=True)
+    primary = metric_names[0] if metric_names else ""
+    with_speedup = bool(baseline) and primary in _SPEEDUP_METRICS
+    if with_speedup:
+        table.add_column("vs base", justify="right", no_wrap=True)
+    rows: list[list[str]] = []
+    for t in trials:
+        rows.append([str(t.number), *[fmt(v) for v in t.values],
+                     *([speedup(primary, t.values[0], baseline)] if with_speedup else [])])
+    every = list(trials[0].params) if trials else []
+    knobs = differing_knobs(trials, reference)
+    used = _width([str(c.header) for c in table.columns], rows)
+    shown: list[str] = []
+    for key in knobs:  # as many knob columns, in order, as fit next to the fixed ones
+        extra = _width([knob_label(key, every)], [[fmt(t.params.get(key, ""))] for t in trials]) - 1
+        if used + extra > width:
+            break
+        shown.append(key)
+        used += extra
+    left_out = knobs[len(shown):]
+    for key in shown:
+        table.add_column(knob_label(key, every), no_wrap=True)
+    for row, t in zip(rows, trials):
+        cells = []
+        for key in shown:
+            value = escape(fmt(t.params.get(key, "")))
+            same = reference is not None and t.params.get(key) == reference.params.get(key)
+            cells.append(f"[dim]{value}[/dim]" if same else value)
+        table.add_row(*row, *cells)
+    notes = []
+    if reference is not None:
+        notes.append(f"knobs shown: those that differ from {called}" +
+                     (f" ({escape(_pairs(reference.params, every))})" if knobs else ", none do"))
+    if left_out:
+        notes.append(f"also differ, not shown at this width: {', '.join(left_out)}")
+    notes.append("every metric and knob: MLflow and the report")
+    table.caption = "\n".join(notes)
     return table
 
 
+def _pairs(params: Mapping[str, Any], every: Sequence[str]) -> str:
+    return " ".join(f"{knob_label(k, every)}={fmt(v)}" for k, v in params.items())
+
+
+def _width(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> int:
+    """Columns a rich Table with the default box takes: a border, then per column its text, padding and border."""
+    return 1 + sum(3 + max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers))
+
+
 def console() -> Console:
-    """A terminal's own width; a log file or pipe gets a width that fits the tables."""
+    """A terminal's own width; a log file or pipe gets $COLUMNS when set, else PIPE_WIDTH."""
     plain = Console()
-    return plain if plain.is_terminal else Console(width=220)
+    if plain.is_terminal:
+        return plain
+    columns = os.environ.get("COLUMNS", "")
+    return Console(width=int(columns) if columns.isdigit() and int(columns) > 0 else PIPE_WIDTH)
 
 
 def print_front(study: optuna.Study, metric_names: Sequence[str]) -> None:
-    console().print(front_table(study, metric_names))
+    out = console()
+    out.print(front_table(study, metric_names, out.width))
 
 
 def print_single(job_cfg: Mapping[str, Any], result: Mapping[str, Any]) -> None:
@@ -67,7 +156,7 @@ def print_single(job_cfg: Mapping[str, Any], result: Mapping[str, Any]) -> None:
     table.add_column("metric")
     table.add_column("value", justify="right")
     for key, value in sorted(result.get("metrics", {}).items()):
-        table.add_row(key, _fmt(value))
+        table.add_row(key, fmt(value))
     for key, value in sorted(result.get("info", {}).items()):
         table.add_row(key, str(value))
     console().print(table)

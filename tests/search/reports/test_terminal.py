@@ -1,0 +1,129 @@
+"""What the terminal shows, rendered at 80, 100 and 200 columns: the live
+progress line keeps the count, the ETA and the best values; the front table
+keeps whole headers and numbers, and shows the knobs that differ from the
+baseline. Real Optuna studies, rich's own rendering (a recording console)."""
+from __future__ import annotations
+
+import re
+
+import optuna
+import pytest
+from optuna.distributions import CategoricalDistribution
+from rich.console import Console
+
+from search.reports.progress import SweepProgress, finished_line, status_line
+from search.reports.tables import BASELINE, ROLE_ATTR, front_table
+
+WIDTHS = (80, 100, 200)
+METRICS = ["throughput_samples_per_s", "val_accuracy"]
+SPACE = {
+    "batch_size": CategoricalDistribution([32, 64, 128, 256]),
+    "loader.num_workers": CategoricalDistribution([0, 1, 2]),
+    "loader.persistent_workers": CategoricalDistribution([False, True]),
+    "precision": CategoricalDistribution(["fp32", "bf16"]),
+    "model_pruning.ratio": CategoricalDistribution([0.0, 0.25, 0.5]),
+    "parallel.devices": CategoricalDistribution([1, 2]),
+    "parallel.threads": CategoricalDistribution([1, 2]),
+}
+USER = {"batch_size": 64, "loader.num_workers": 0, "loader.persistent_workers": False, "precision": "fp32",
+        "model_pruning.ratio": 0.0, "parallel.devices": 1, "parallel.threads": 1}
+
+
+def _add(study: optuna.Study, params: dict, throughput: float, accuracy: float, role: str | None = None) -> None:
+    attrs = {"metrics": {"throughput_samples_per_s": throughput, "val_accuracy": accuracy}, "outcome": "ok"}
+    if role:
+        attrs[ROLE_ATTR] = role
+    study.add_trial(optuna.trial.create_trial(params=params, distributions=SPACE, values=[throughput, accuracy],
+                                              user_attrs=attrs))
+
+
+def _study(with_baseline: bool) -> optuna.Study:
+    study = optuna.create_study(directions=["maximize", "maximize"], study_name="digits")
+    if with_baseline:
+        _add(study, USER, 1000.0, 0.95, BASELINE)
+        _add(study, USER, 1040.0, 0.95, BASELINE)
+    _add(study, {**USER, "batch_size": 256, "precision": "bf16", "loader.num_workers": 2}, 18_234.5, 0.93)
+    _add(study, {**USER, "batch_size": 128, "precision": "bf16", "model_pruning.ratio": 0.25}, 12_001.0, 0.9612)
+    _add(study, {**USER, "batch_size": 32, "parallel.threads": 2}, 900.0, 0.97)
+    _add(study, {**USER, "batch_size": 32}, 500.0, 0.5)  # dominated
+    return study
+
+
+def flat(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _render(renderable, width: int) -> list[str]:
+    out = Console(width=width, record=True, force_terminal=False, color_system=None)
+    out.print(renderable)
+    return out.export_text().splitlines()
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_the_progress_line_keeps_count_eta_and_best_at_any_width(width: int) -> None:
+    best = {"throughput_samples_per_s": 18_234.5, "val_accuracy": 0.9733}
+    [line] = _render(status_line(7, 20, 95.0, best, width), width)
+    assert len(line) <= width
+    assert "trials 7/20" in line and "ETA 2:56" in line  # 95 s for 7 trials, 13 left
+    assert "best 18,234 samples/s  0.9733 val acc" in line
+    assert "━" in line and "1:35" in line  # the bar and the elapsed time
+
+
+def test_a_narrow_line_drops_the_bar_then_the_elapsed_time_and_keeps_the_rest() -> None:
+    best = {"throughput_samples_per_s": 18_234.5, "val_accuracy": 0.9733}
+    [line] = _render(status_line(7, 20, 95.0, best, 66), 66)
+    assert line == "trials 7/20 1:35 ETA 2:56 best 18,234 samples/s  0.9733 val acc"
+    [line] = _render(status_line(7, 20, 95.0, best, 61), 61)
+    assert line == "trials 7/20 ETA 2:56 best 18,234 samples/s  0.9733 val acc"
+
+
+def test_before_a_trial_ends_the_eta_is_unknown_and_no_best_is_claimed() -> None:
+    [line] = _render(status_line(0, 20, 3.0, {}, 80), 80)
+    assert "trials 0/20" in line and "ETA --:--" in line and "best" not in line
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_the_live_display_shows_the_running_trial_cut_at_the_width(width: int) -> None:
+    out = Console(width=width, record=True, force_terminal=False, color_system=None)
+    progress = SweepProgress(20, METRICS, console=out)
+    progress.started([3], {f"knob.number_{i}": 1000 + i for i in range(30)})
+    lines = _render(progress.renderable(width), width)
+    assert lines[0].startswith("trials 0/20") and "ETA" in lines[0]
+    assert lines[1].startswith("  running trial 3: number_0=1000") and len(lines[1]) <= width
+    assert lines[1].endswith("…") and len(lines) == 2
+
+
+def test_a_finished_trial_leaves_one_line_with_short_metric_names() -> None:
+    line = finished_line(4, "ok", {"throughput_samples_per_s": 18234.5, "val_accuracy": 0.93}, METRICS,
+                         {"batch_size": 256, "loader.num_workers": 2, "precision": "bf16"})
+    [text] = _render(line, 100)
+    assert text == "trial 4 ok  18,234 samples/s  0.93 val acc  batch_size=256 num_workers=2 precision=bf16"
+    [failed] = _render(finished_line(5, "oom", {}, METRICS, {"batch_size": 256}, "out of memory [CUDA]"), 100)
+    assert failed == "trial 5 oom  batch_size=256  out of memory [CUDA]"
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_the_front_shows_metrics_speedup_and_the_knobs_that_differ_from_the_baseline(width: int) -> None:
+    lines = _render(front_table(_study(with_baseline=True), METRICS, width), width)
+    text = "\n".join(lines)
+    assert all(len(line) <= width for line in lines), text
+    assert "…" not in text and "..." not in text, text  # nothing squeezed
+    assert lines[0].startswith("Pareto front of study 'digits' (3 trials)")
+    header = next(line for line in lines if "trial" in line and "samples/s" in line)
+    assert re.search(r"samples/s ↑ .* val acc ↑ .* vs base", header), header
+    assert "persistent_workers" not in header and "devices" not in header  # the same as the baseline's
+    assert "18,234" in text and "0.9612" in text and "17.88x" in text  # 18,234.5 / median(1000, 1040)
+    assert "differ from the baseline (batch_size=64 num_workers=0 persistent_workers=False" in flat(text)
+    differing = ["batch_size", "loader.num_workers", "precision", "model_pruning.ratio", "parallel.threads"]
+    shown = [k for k in differing if k.split(".")[-1] in header]  # in the study's order, as many as fit
+    assert shown == differing[:{80: 2, 100: 4, 200: 5}[width]]
+    if len(shown) < len(differing):
+        assert f"also differ, not shown at this width: {', '.join(differing[len(shown):])}" in flat(text)
+    assert "MLflow and the report" in text
+
+
+def test_without_a_baseline_the_knobs_are_compared_with_the_first_complete_trial() -> None:
+    lines = _render(front_table(_study(with_baseline=False), METRICS, 100), 100)
+    text = "\n".join(lines)
+    assert "vs base" not in text
+    assert "differ from trial 0, the first complete one (batch_size=256 num_workers=2" in flat(text)
