@@ -87,6 +87,9 @@ class TrainConfig:
     """Timed steps after warm-up that measure throughput before the rest of the budget trains."""
     stop_below_samples_per_s: float | None = field(default=None, metadata={"kind": float})
     """Set per trial by the sweep: a throughput probe below it stops the trial; null: never."""
+    throughput_only: bool = False
+    """Time the warm-up and at least 3 windows (train.probe_steps or more), skip evaluation: the sweep sets it
+    where the accuracy of these maths is known from an earlier trial (search/sweep/staging.py)."""
 
 
 @dataclass

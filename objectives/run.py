@@ -66,6 +66,7 @@ from objectives.timing import (
     WindowPlan,
     input_summary,
     plan_windows,
+    throughput_only_steps,
     throughput_summary,
     timed_intervals_unix_s,
     window_times_s,
@@ -110,7 +111,7 @@ def trial_on_rank(rank: int, world_size: int, port: int, cfg: TrialConfig, repor
     work, model, global_batch = built.work, built.model, built.global_batch
 
     val_loader = None
-    if rank == 0 and measures_accuracy(cfg, work):
+    if rank == 0 and measures_accuracy(cfg, work) and not cfg.train.throughput_only:
         # its own generator: evaluating mid-training must not shift the training's random stream
         val_loader = DataLoader(work.val_set, batch_size=cfg.train.eval_batch_size, generator=torch.Generator())
 
@@ -118,12 +119,14 @@ def trial_on_rank(rank: int, world_size: int, port: int, cfg: TrialConfig, repor
         return evaluate(unwrap(model), val_loader, built.precision, device, work.loss_fn) if val_loader else {}
 
     target = None
-    if "train.target_val_accuracy" not in built.not_applied:
+    if "train.target_val_accuracy" not in built.not_applied and not cfg.train.throughput_only:
         target = plan_target_accuracy(cfg.train, global_batch, evaluate_now)
     steps = steps_for_budget(cfg.train.budget_samples, global_batch)
+    if cfg.train.throughput_only:
+        steps = throughput_only_steps(cfg.train, steps)
     min_warmup = 1 if cfg.parallel.compile != "none" else 0  # the first step compiles
     plan = plan_windows(steps, cfg.train.warmup_steps, cfg.train.window_steps, min_warmup_steps=min_warmup)
-    curve = report is not None and measures_accuracy(cfg, work)
+    curve = report is not None and measures_accuracy(cfg, work) and not cfg.train.throughput_only
     early_stop = plan_early_stop(cfg.train, plan, steps, global_batch, report if rank == 0 else None, curve,
                                  evaluate_now)
     log = train(model, built.optimizer, fed.loader, fed.sampler, steps, plan, built.precision, device, work.loss_fn,
@@ -166,6 +169,7 @@ def measured(cfg: TrialConfig, built: BuiltModel, log: TrainLog, plan: WindowPla
         steps=log.steps_done,
     )
     info = {
+        "measured": "throughput_only" if cfg.train.throughput_only else "full",
         "model_class": type(unwrap(model)).__name__,  # OptimizedModule when compiled
         "optimizer_fused": str(bool(built.optimizer.defaults.get("fused"))).lower(),
         "precision_used": cfg.precision,

@@ -14,8 +14,10 @@ to end.
 
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass
@@ -39,6 +41,13 @@ class WindowPlan:
     warmup_steps: int
     window_steps: int
     windows: int
+
+
+def throughput_only_steps(train: Any, budget_steps: int) -> int:
+    """A throughput-only trial (``train.throughput_only``): the warm-up and whole windows covering
+    ``train.probe_steps``, at least 3 of them (a median needs them), within the budget's steps."""
+    windows = max(3, math.ceil(train.probe_steps / train.window_steps))
+    return min(budget_steps, train.warmup_steps + windows * train.window_steps)
 
 
 def plan_windows(

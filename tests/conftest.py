@@ -47,6 +47,10 @@ def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, empty_mlflow_db: Pa
 
 
 def run_search(*args: str, cwd: Path, timeout_s: float = 600, env: dict | None = None) -> subprocess.CompletedProcess:
+    if args and args[0] in ("multirun", "nightly") and not any("baseline_repeats" in a for a in args):
+        # No baseline and so no confirmation, unless a test asks: they add trials every other test would count
+        # and wait for (tests/search/sweep/test_answer.py runs them).
+        args = (*args, "++hydra.sweeper.baseline_repeats=0")
     full_env = {**os.environ, "PYTHONPATH": str(REPO), "COLUMNS": "200",
                 "SEARCH_GPU_DEFAULT": "0",  # the same sweeps on a GPU machine (search/commands/gpu_default.py)
                 **(env or {})}

@@ -13,6 +13,7 @@ from search.sweep.early_stopping import intermediate_series
 from search.sweep.metric_names import ended_ok, unreported
 from search.sweep.outcome import score, tell
 from search.sweep.recovery import HEARTBEAT_ATTR, RETRIES_ATTR, retry
+from search.sweep.staging import with_inherited_accuracy
 from search.tracking import mlflow_runs as tracking
 
 if TYPE_CHECKING:
@@ -24,6 +25,7 @@ STOPPED_BY_ATTR = "search.stopped_by"  # the signal that stopped the trial with 
 def close_trial(run: SweepRun, trial: optuna.Trial, result: Any) -> str:
     """Tell Optuna and MLflow how the trial ended; its outcome."""
     plan = run.plan
+    result = with_inherited_accuracy(run.study, trial, result)  # a throughput-only trial (search/sweep/staging.py)
     refusal = None
     if plan.confirm_metrics and ended_ok(result):  # a user's function: its first ok trial shows what it reports
         refusal, plan.confirm_metrics = unreported(result, plan.confirm_metrics), None

@@ -41,6 +41,7 @@ class SweepSettings:
     baseline_repeats: int = 2
     confirm_budget: float = 0.15
     confirm_candidates: int = 3
+    staging: bool = True
 
 
 def sweep_settings(objectives: Any = None, **given: Any) -> SweepSettings:

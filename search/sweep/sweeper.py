@@ -27,19 +27,24 @@ from optuna.trial import TrialState
 
 from search.errors import EXIT_GAVE_UP, BadInput, Interrupted, exit_bad_input
 from search.measure import fingerprint, gpu_telemetry
+from search.reports.answer import answer_metrics, print_answer, tag_sweep_run
 from search.reports.plots import write_report
 from search.reports.progress import SweepProgress
 from search.reports.tables import print_front
+from search.sweep.answer import ANSWER_ATTR, THROUGHPUT, Answer
+from search.sweep.baseline import baseline_params, enqueue_baseline, fit_baseline
+from search.sweep.confirm import confirm, overrides_for
 from search.sweep.early_stopping import describe_mode
 from search.sweep.failure_policy import FailurePolicy
 from search.sweep.jobs import Jobs
 from search.sweep.planning import Plan, plan_sweep
 from search.sweep.recovery import Heartbeat
 from search.sweep.rule_sampler import within_rules
+from search.sweep.staging import staging_applies
 from search.sweep.study import (METRIC_NAMES_ATTR, check_space_matches, large_study_notice, load_or_create,
-                                storage_location)
+                                make_sampler, storage_location)
 from search.sweep.sweep_settings import sweep_settings
-from search.sweep.trial_loop import SweepRun, recover, run_trials
+from search.sweep.trial_loop import SweepRun, recover, run_enqueued, run_trials
 from search.tracking import mlflow_client, mlflow_repair
 from search.tracking import mlflow_runs as tracking
 from search.tracking.redact import keep_out_of_job_configs
@@ -55,6 +60,7 @@ class SweeperImpl:
         self.hooks = sweep_hooks(self.settings.nightly)
         self.failure_policy = FailurePolicy(self.settings.max_failure_rate, self.settings.failure_min_trials)
         self.rng = random.Random(self.settings.seed)
+        self.baseline: tuple[dict[str, Any], int | None] | None = None  # the user's configuration and seed
         self._warming: Any = None  # the forkserver's warm-up thread, started by sweep() when trials run here
 
     def setup(self, *, hydra_context: Any, task_function: Any, config: DictConfig) -> None:
@@ -72,6 +78,7 @@ class SweeperImpl:
             self._warming = isolate.warm_up()
         try:
             plan = plan_sweep(self.settings, self.jobs, self.hooks, self.sweep_dir, arguments)
+            self.baseline = self._baseline(plan)
             mlflow_client.check_reachable()
             study, resumed = load_or_create(plan.study_name, plan.storage, plan.directions,
                                             within_rules(plan.sampler, plan.space.forbids, self.settings.seed))
@@ -87,20 +94,56 @@ class SweeperImpl:
                                      sweep_dir=self.sweep_dir)
         run: SweepRun | None = None
         status = "FAILED"
+        answer: Answer | None = None
         try:
             with SweepProgress(self.settings.n_trials + extra, metric_names) as progress, Heartbeat(study) as heartbeat:
                 run = SweepRun(self.settings, self.jobs, plan, study, sweep, progress, heartbeat, self.rng,
-                               self.failure_policy, self._wait_for_forkserver)
+                               self.failure_policy, self._wait_for_forkserver,
+                               staging=self.settings.staging and staging_applies(plan, self.jobs))
                 run_trials(run, self.hooks, self.settings.n_trials + extra)
+                if self.baseline is not None and not self.failure_policy.gives_up(run.outcomes):
+                    answer = self._confirm(run, plan)
             status = "FAILED" if self.failure_policy.gives_up(run.outcomes) else "FINISHED"
         except (KeyboardInterrupt, Interrupted):
             status = "KILLED"
             raise
         finally:
             completed = [t for t in study.get_trials(deepcopy=False) if t.state == TrialState.COMPLETE]
-            tracking.end_sweep(sweep, status, {"trials_complete_in_study": len(completed)},
+            tracking.end_sweep(sweep, status, {"trials_complete_in_study": len(completed), **answer_metrics(answer)},
                                self.sweep_dir / tracking.UNLOGGED_FILE)
-        return self._report(study, plan, sweep, metric_names, run.outcomes)
+        return self._report(study, plan, sweep, metric_names, run.outcomes, answer)
+
+    def _baseline(self, plan: Plan) -> tuple[dict[str, Any], int | None] | None:
+        """The user's own configuration and its seed, the space widened to hold it; None: no baseline
+        (hydra.sweeper.baseline_repeats=0, or a sweep that does not optimise throughput)."""
+        if self.settings.baseline_repeats < 1 or THROUGHPUT not in (plan.metrics or []):
+            return None
+        params, seed = baseline_params(self.jobs.compose_trial, plan.space)
+        space, notes = fit_baseline(plan.space, params)
+        for line in notes:
+            print(line, flush=True)
+        if notes and notes[0].startswith("no baseline"):
+            return None
+        if space.distributions != plan.space.distributions:
+            plan.space = space
+            plan.sampler = make_sampler(self.settings.sampler, self.settings.seed, space.distributions)
+        return params, seed
+
+    def _confirm(self, run: SweepRun, plan: Plan) -> Answer | None:
+        """Confirm the answer (search/sweep/confirm.py), store it on the study and MLflow's sweep run."""
+        assert self.baseline is not None
+        params, seed = self.baseline
+
+        def run_more(count: int) -> None:
+            run.progress.grow(len(run.outcomes) + count)
+            run_enqueued(run, count)
+
+        answer = confirm(run, run_more, params, seed, lambda p: overrides_for(plan.space.fixed_overrides, p),
+                         lambda line: run.progress.console.print(line))
+        if answer is not None:
+            run.study.set_user_attr(ANSWER_ATTR, answer.to_dict())
+            tag_sweep_run(run.sweep.parent_run_id, answer)
+        return answer
 
     def _open(self, study: optuna.Study, plan: Plan, resumed: bool, metric_names: list[str]) -> int:
         """Say what is being swept, close what a killed sweep left, record the machine; the hooks'
@@ -116,6 +159,13 @@ class SweeperImpl:
             print(line, flush=True)  # an MLflow outage outlasted an earlier sweep
         self._fingerprint(study)
         study.set_user_attr(METRIC_NAMES_ATTR, metric_names)
+        if self.baseline is not None:
+            params, seed = self.baseline
+            runs = enqueue_baseline(study, params, self.settings.baseline_repeats, seed)
+            shown = " ".join(f"{k}={v}" for k, v in params.items())
+            print(f"baseline (your configuration: {shown}): " + (
+                f"runs first, {runs} time(s), never stopped early" if runs else "measured already in this study"),
+                flush=True)
         extra = self.hooks.start(study, plan.storage, plan.space.distributions)
         if (line := gpu_telemetry.notice()) is not None:
             print(line, flush=True)
@@ -135,14 +185,16 @@ class SweeperImpl:
                 **{f"space.{k}": repr(d) for k, d in plan.space.distributions.items()}}
 
     def _report(self, study: optuna.Study, plan: Plan, sweep: tracking.Sweep, metric_names: list[str],
-                outcomes: list[str]) -> optuna.Study:
-        """The front, the plots, the hooks' end; exit non-zero when the sweep gave up or a hook says so."""
+                outcomes: list[str], answer: Answer | None = None) -> optuna.Study:
+        """The front, the plots, the hooks' end, the answer; exit non-zero when the sweep gave up or a hook says so."""
         print_front(study, metric_names)
         report_dir = self.sweep_dir / "report"
         plot_files = write_report(study, report_dir, sweep.parent_run_id)
         hook_status = self.hooks.finish(metric_names, report_dir, sweep.parent_run_id, plot_files)
         print(f"MLflow: {mlflow_client.how_to_look()}   "
               f"(experiment {self.settings.experiment_name or plan.study_name!r})", flush=True)
+        if answer is not None and self.baseline is not None:
+            print_answer(answer, self.baseline[0])
         if self.failure_policy.gives_up(outcomes):
             print(f"search: gave up: {self.failure_policy.describe(outcomes)}", file=sys.stderr, flush=True)
             raise SystemExit(EXIT_GAVE_UP)

@@ -27,7 +27,9 @@ from search.sweep.jobs import Jobs, result_of, trial_config
 from search.sweep.no_repeat import ask_unseen
 from search.sweep.planning import Plan
 from search.sweep.recovery import Heartbeat, close_stale, stale_trials
+from search.sweep.roles import EXTRA_OVERRIDES_ATTR
 from search.sweep.space import to_override
+from search.sweep.staging import staged
 from search.sweep.study import SweepGridSampler
 from search.sweep.sweep_settings import SweepSettings
 from search.tracking import mlflow_client
@@ -52,6 +54,8 @@ class SweepRun:
     failure_policy: FailurePolicy
     wait_for_forkserver: Callable[[], None] = lambda: None
     outcomes: list[str] = field(default_factory=list)
+    staging: bool = False  # throughput-only trials where the maths trained already (search/sweep/staging.py)
+    started_s: float = field(default_factory=time.monotonic)
 
     def grid_used_up(self) -> bool:
         return isinstance(self.plan.sampler, SweepGridSampler) and self.plan.sampler.is_exhausted(self.study)
@@ -101,9 +105,12 @@ def propose(run: SweepRun) -> slots.Launch:
     recover(run.study, run.settings)
     plan, study, settings = run.plan, run.study, run.settings
     trial = ask_unseen(study, plan.space.distributions, run.rng, plan.space.forbids)
+    throughput_only = staged(study, trial, run.staging)
     lines = (plan.space.fixed_overrides + [to_override(k, trial.params[k]) for k in plan.space.distributions]
-             + trial_overrides(study, trial, plan.early_stopping, settings.early_stopping_margin,
-                               settings.early_stopping_startup_trials))
+             + list(trial.user_attrs.get(EXTRA_OVERRIDES_ATTR, [])) + throughput_only
+             + ([] if throughput_only else trial_overrides(study, trial, plan.early_stopping,
+                                                           settings.early_stopping_margin,
+                                                           settings.early_stopping_startup_trials)))
     run.heartbeat.track(trial)
     trial.set_user_attr("mlflow_parent_run_id", run.sweep.parent_run_id)
     trial.set_user_attr("overrides", lines)
@@ -119,12 +126,23 @@ def propose(run: SweepRun) -> slots.Launch:
     return slots.Launch(trial, lines, devices, job_config, parsed)
 
 
-def _run_slots(run: SweepRun, budget: int, deadline: float | None) -> None:
+def run_enqueued(run: SweepRun, count: int) -> None:
+    """The next `count` trials, enqueued on purpose (the confirmation's), in the order they were enqueued."""
+    if run.plan.slots is not None:
+        _run_slots(run, count, None, enqueued=True)
+        return
+    while count > 0:
+        batch = min(run.settings.n_jobs, count)
+        _run_batch(run, batch)
+        count -= batch
+
+
+def _run_slots(run: SweepRun, budget: int, deadline: float | None, enqueued: bool = False) -> None:
     """Every device slot takes the next trial as soon as its last one ends, until `budget`
-    trials ran, the grid is used up or the deadline passed."""
+    trials ran, the grid is used up (unless they are `enqueued`) or the deadline passed."""
 
     def next_launch() -> slots.Launch | None:
-        if run.grid_used_up() or (deadline is not None and time.monotonic() > deadline):
+        if (run.grid_used_up() and not enqueued) or (deadline is not None and time.monotonic() > deadline):
             return None
         return propose(run)
 

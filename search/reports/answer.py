@@ -1,0 +1,44 @@
+"""The answer as the user sees it: one panel at the end of the terminal, metrics and tags on MLflow's sweep run."""
+from __future__ import annotations
+
+import math
+from typing import Any, Mapping
+
+from rich.panel import Panel
+
+from search.reports.tables import console
+from search.sweep.answer import Answer, panel_lines
+from search.tracking import mlflow_client
+
+
+def print_answer(answer: Answer, baseline_params: Mapping[str, Any]) -> None:
+    title = "the answer: your configuration" if answer.is_baseline else "the answer"
+    console().print(Panel("\n".join(panel_lines(answer, baseline_params)), title=title, title_align="left",
+                          expand=False))
+
+
+def answer_metrics(answer: Answer | None) -> dict[str, float]:
+    """The sweep run's metrics: the speedup over the baseline with its 95% interval, and both accuracies."""
+    if answer is None:
+        return {}
+    out = {"speedup_vs_baseline": answer.speedup, "confirm_rounds": float(answer.rounds),
+           "confirm_wall_s": answer.confirm_wall_s, "search_wall_s": answer.search_wall_s}
+    if math.isfinite(answer.ci_low) and math.isfinite(answer.ci_high) and answer.rounds >= 2:
+        out.update(speedup_vs_baseline_ci_low=answer.ci_low, speedup_vs_baseline_ci_high=answer.ci_high)
+    if answer.val_accuracy is not None:
+        out["answer_val_accuracy"] = answer.val_accuracy
+    if answer.baseline_val_accuracy is not None:
+        out["baseline_val_accuracy"] = answer.baseline_val_accuracy
+    return {k: float(v) for k, v in out.items() if v is not None and math.isfinite(v)}
+
+
+def answer_tags(answer: Answer) -> dict[str, str]:
+    return {"search.answer.overrides": " ".join(answer.overrides),
+            "search.answer.is_baseline": str(answer.is_baseline).lower(),
+            "search.answer.trials": ",".join(map(str, answer.trials)),
+            "search.answer.baseline_trials": ",".join(map(str, answer.baseline_trials))}
+
+
+def tag_sweep_run(run_id: str | None, answer: Answer) -> None:
+    """Best effort: MLflow down leaves the answer on the study (search.answer) and in the terminal."""
+    mlflow_client.log_report(run_id, [], answer_tags(answer))

@@ -1,0 +1,174 @@
+"""The answer: the fastest configuration at the baseline's accuracy, with its speedup and a 95% interval.
+
+Pure arithmetic on trials; search/sweep/confirm.py runs the measurements.
+
+- **Eligible**: a configuration whose trials ended ok, met the user's
+  constraints and whose median val_accuracy (at the study's seed) is at least
+  the baseline's minus `hydra.sweeper.accuracy_tolerance`.
+- **Speedup**: the confirmation measures the baseline B and each contender C
+  in rounds, interleaved, so a drift of the machine hits both; round r gives
+  the ratio C_r / B_r. The speedup is the geometric mean of the ratios and its
+  95% interval is Student's t on their logarithms (n - 1 degrees of freedom).
+- **Tie**: two contenders whose paired log-ratios' interval holds 0 are not
+  separable; among those tied with the fastest, the rule picks the one on
+  fewer devices, then the one with the lower peak memory. A fastest whose
+  interval against the baseline holds 1 is no speedup: the answer is then the
+  user's own configuration.
+"""
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import asdict, dataclass, field
+from typing import Any, Mapping, Sequence
+
+THROUGHPUT = "throughput_samples_per_s"
+ACCURACY = "val_accuracy"
+ANSWER_ATTR = "search.answer"  # on the study: Answer.to_dict()
+MEMORY_METRICS = ("cuda_peak_allocated_bytes", "peak_pss_tree_bytes", "peak_rss_bytes")
+
+# Two-sided 97.5% quantiles of Student's t for 1..30 degrees of freedom (beyond: the normal's 1.96).
+_T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145,
+         2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048,
+         2.045, 2.042)
+
+
+def t975(dof: int) -> float:
+    return _T975[dof - 1] if 1 <= dof <= len(_T975) else 1.96
+
+
+@dataclass
+class Ratio:
+    """A paired ratio over rounds: its geometric mean and 95% interval."""
+
+    estimate: float
+    low: float
+    high: float
+    rounds: int
+
+    @classmethod
+    def of(cls, numerators: Sequence[float], denominators: Sequence[float]) -> Ratio | None:
+        logs = [math.log(a / b) for a, b in zip(numerators, denominators) if a > 0 and b > 0]
+        if not logs:
+            return None
+        mean = statistics.fmean(logs)
+        if len(logs) < 2:
+            return cls(math.exp(mean), 0.0, math.inf, 1)
+        half = t975(len(logs) - 1) * statistics.stdev(logs) / math.sqrt(len(logs))
+        return cls(math.exp(mean), math.exp(mean - half), math.exp(mean + half), len(logs))
+
+    def holds(self, value: float) -> bool:
+        return self.low <= value <= self.high
+
+    def text(self) -> str:
+        return f"{self.estimate:.2f}x (95% CI {self.low:.2f}-{self.high:.2f}, {self.rounds} rounds)"
+
+
+@dataclass
+class Contender:
+    params: dict[str, Any]
+    throughput: float  # median over its trials in the search
+    val_accuracy: float | None
+    devices: int = 1
+    peak_memory_bytes: float = math.inf
+    trials: list[int] = field(default_factory=list)
+
+
+@dataclass
+class Answer:
+    """What the sweep concludes; stored on the study (ANSWER_ATTR) and shown by the terminal, MLflow, export."""
+
+    params: dict[str, Any]
+    overrides: list[str]
+    is_baseline: bool
+    speedup: float
+    ci_low: float
+    ci_high: float
+    rounds: int
+    val_accuracy: float | None
+    baseline_val_accuracy: float | None
+    tolerance: float
+    seed_check: dict[str, Any] | None = None  # {"seed", "val_accuracy", "baseline_val_accuracy", "passed"}
+    tied_with: list[dict[str, Any]] = field(default_factory=list)
+    rule: str = ""
+    note: str = ""
+    trials: list[int] = field(default_factory=list)
+    baseline_trials: list[int] = field(default_factory=list)
+    confirm_wall_s: float = 0.0
+    search_wall_s: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        for key in ("speedup", "ci_low", "ci_high"):
+            if not math.isfinite(out[key]):
+                out[key] = None
+        return out
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Answer:
+        d = dict(d)
+        for key in ("speedup", "ci_low", "ci_high"):
+            d[key] = math.inf if d.get(key) is None else d[key]
+        return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__})
+
+    def changed(self, baseline: Mapping[str, Any]) -> dict[str, Any]:
+        """The answer's knob values that differ from the baseline's."""
+        return {k: v for k, v in self.params.items() if baseline.get(k) != v}
+
+
+def eligible(contenders: Sequence[Contender], floor: float | None) -> list[Contender]:
+    """Those at or above the accuracy floor, fastest first."""
+    kept = [c for c in contenders if floor is None or (c.val_accuracy is not None and c.val_accuracy >= floor)]
+    return sorted(kept, key=lambda c: c.throughput, reverse=True)
+
+
+def within_noise(ranked: Sequence[Contender], noise: float, most: int) -> list[Contender]:
+    """The fastest and those whose search throughput is within `noise` (a fraction) of it, at most `most`."""
+    if not ranked:
+        return []
+    top = ranked[0].throughput
+    return [c for c in ranked if c.throughput >= top * (1.0 - noise)][:most]
+
+
+def pick(confirmed: Sequence[tuple[Contender, Ratio, list[float]]]) -> tuple[int, list[int], str]:
+    """Index of the answer among (contender, speedup vs baseline, per-round throughputs), the indices tied
+    with the fastest, and the rule used."""
+    order = sorted(range(len(confirmed)), key=lambda i: confirmed[i][1].estimate, reverse=True)
+    fastest = order[0]
+    tied = []
+    for i in order[1:]:
+        versus = Ratio.of(confirmed[fastest][2], confirmed[i][2])
+        if versus is None or versus.holds(1.0):
+            tied.append(i)
+    if not tied:
+        return fastest, [], "the fastest in confirmation"
+    group = [fastest, *tied]
+    chosen = min(group, key=lambda i: (confirmed[i][0].devices, confirmed[i][0].peak_memory_bytes,
+                                        -confirmed[i][1].estimate))
+    return chosen, [i for i in group if i != chosen], ("a tie within noise: the one on fewer devices, "
+                                                       "then with less peak memory")
+
+
+def panel_lines(answer: Answer, baseline_params: Mapping[str, Any]) -> list[str]:
+    """The terminal's last words (search/reports/answer.py draws them in a panel)."""
+    acc = ""
+    if answer.val_accuracy is not None and answer.baseline_val_accuracy is not None:
+        acc = (f"val_accuracy {answer.val_accuracy:.4f} vs {answer.baseline_val_accuracy:.4f} "
+               f"at tolerance {answer.tolerance:g}")
+    check = ""
+    if answer.seed_check:
+        s = answer.seed_check
+        check = (f"seed {s['seed']}: val_accuracy {s['val_accuracy']:.4f} vs {s['baseline_val_accuracy']:.4f} "
+                 f"({'passed' if s['passed'] else 'FAILED'})")
+    changed = answer.changed(baseline_params)
+    what = " ".join(f"{k}={v}" for k, v in changed.items()) or "your configuration"
+    if answer.is_baseline:
+        head = f"{what}: no configuration was faster than yours beyond noise at the same accuracy"
+    else:
+        head = (f"{what}: {answer.speedup:.2f}x your configuration (95% CI {answer.ci_low:.2f}-"
+                f"{answer.ci_high:.2f}, {answer.rounds} interleaved rounds)")
+    lines = [head]
+    lines += [x for x in (acc, check, answer.note) if x]
+    if answer.tied_with:
+        lines.append(f"tied within noise with {len(answer.tied_with)} other(s); picked by {answer.rule}")
+    return lines

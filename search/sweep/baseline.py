@@ -1,0 +1,79 @@
+"""The baseline: the configuration the user runs today, measured first.
+
+It is the config composed from conf/ and the user's fixed overrides, without
+the space: each swept knob at the value the config gives it. It runs as the
+study's first trials (`search.trial_role=baseline`), `hydra.sweeper.baseline_repeats`
+times, never stopped early: the first at the config's `train.seed`, the second
+at the next seed, so its throughput is measured twice (its noise) and its
+accuracy at two seeds (the answer's second-seed check is compared with it,
+search/sweep/confirm.py). A resumed study that has them runs them no more.
+
+A baseline value the space does not hold (batch_size 48 against choice(32, 64))
+is added to the space, said in one line: the baseline must be a point of the
+study for its samplers and its reports.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping
+
+import optuna
+from omegaconf import OmegaConf
+from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
+from optuna.trial import TrialState
+
+from search.sweep.roles import ROLE_ATTR, enqueue
+from search.sweep.space import Space
+
+
+def baseline_params(compose: Callable[[list[str]], Mapping[str, Any]], space: Space) -> tuple[dict[str, Any], int | None]:
+    """Each swept knob's value in the config composed without the space, and its `train.seed` (None: the
+    app has none, so the baseline's second run cannot change it)."""
+    cfg = OmegaConf.create(dict(compose(space.fixed_overrides)))
+    seed = OmegaConf.select(cfg, "train.seed", default=None)
+    return ({key: OmegaConf.select(cfg, key, default=None) for key in space.distributions},
+            seed if isinstance(seed, int) and not isinstance(seed, bool) else None)
+
+
+def _widened(dist: BaseDistribution, value: Any) -> BaseDistribution | None:
+    """`dist` holding `value`, or None when it holds it already."""
+    if isinstance(dist, CategoricalDistribution):
+        return None if value in dist.choices else CategoricalDistribution([*dist.choices, value])
+    if isinstance(dist, (IntDistribution, FloatDistribution)):
+        if value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ValueError(f"{value!r} is not a number")
+        if dist.low <= value <= dist.high and (dist.step is None or (value - dist.low) % dist.step == 0):
+            return None
+        if dist.step is not None and (value - min(dist.low, value)) % dist.step:
+            raise ValueError(f"{value!r} is off the range's step {dist.step}")
+        kind = type(dist)
+        return kind(min(dist.low, value), max(dist.high, value), log=dist.log, step=dist.step)
+    return None
+
+
+def fit_baseline(space: Space, params: dict[str, Any]) -> tuple[Space, list[str]]:
+    """The space widened to hold the baseline, and one line per knob it widened (or why there is no baseline)."""
+    widened = dict(space.distributions)
+    notes = []
+    for key, value in params.items():
+        try:
+            dist = _widened(space.distributions[key], value)
+        except ValueError as err:
+            return space, [f"no baseline: the config's {key}={value!r} cannot be a point of the space ({err}); "
+                           f"fix: set {key} in conf/ to one of the space's values"]
+        if dist is not None:
+            widened[key] = dist
+            notes.append(f"the baseline's {key}={value!r} is not in the space: added to it")
+    return Space(widened, space.fixed_overrides, space.forbids), notes
+
+
+def baseline_trials(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
+    return [t for t in study.get_trials(deepcopy=False) if t.user_attrs.get(ROLE_ATTR) == "baseline"]
+
+
+def enqueue_baseline(study: optuna.Study, params: dict[str, Any], repeats: int, seed: int | None) -> int:
+    """Enqueue the baseline runs this study lacks (the second at seed + 1, the others at seed); how many."""
+    kept = (TrialState.COMPLETE, TrialState.WAITING, TrialState.RUNNING)
+    have = sum(1 for t in baseline_trials(study) if t.state in kept)
+    for k in range(have, repeats):
+        enqueue(study, params, "baseline", seed=seed + 1 if k == 1 and seed is not None else None)
+    return max(0, repeats - have)

@@ -1,0 +1,199 @@
+"""Confirmation: before the sweep ends, the answer's contenders and the baseline are measured again,
+interleaved, and the answer is trained again at a second seed.
+
+1. The contenders: the configurations at the baseline's accuracy (minus the
+   tolerance) whose search throughput is within noise (10%) of the fastest,
+   at most `hydra.sweeper.confirm_candidates`, the baseline's own
+   configuration left out (it is measured in every round anyway).
+2. Rounds: the baseline and each contender once per round, the order
+   reversed every other round (B C1 C2, C2 C1 B, ...) so a drift of the
+   machine hits all alike; 3 rounds at least (fewer give no interval), more
+   while the budget lasts. With staging (search/sweep/staging.py) these are
+   throughput-only trials, so a round costs a fraction of a trial.
+3. The answer is picked (search/sweep/answer.py), then trained to the end at
+   `train.seed + 1` and its accuracy compared with the baseline's at that seed
+   (the baseline's second run, search/sweep/baseline.py); a failed check
+   passes the answer to the next contender that beats the baseline.
+
+The budget is `hydra.sweeper.confirm_budget` (0.15) of the search's wall time:
+fewer contenders first, then the minimum of 3 rounds and one check, said in a
+line when that minimum is over the budget.
+"""
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from typing import TYPE_CHECKING, Any, Callable, Mapping
+
+import optuna
+from optuna.trial import TrialState
+
+from search.reports.choose import Candidate, candidates, key
+from search.sweep.answer import (ACCURACY, MEMORY_METRICS, THROUGHPUT, Answer, Contender, Ratio, eligible, pick,
+                                 within_noise)
+from search.sweep.baseline import baseline_trials
+from search.sweep.roles import ROLE_ATTR, SEED_ATTR, enqueue
+from search.sweep.space import to_override
+from search.sweep.staging import ACCURACY_FROM_ATTR
+
+if TYPE_CHECKING:
+    from search.sweep.trial_loop import SweepRun
+
+NOISE = 0.10  # search throughputs this close to the fastest may be noise (identical trials differ by ~10% here)
+MIN_ROUNDS, MAX_ROUNDS = 3, 8
+ROUND_ATTR = "search.confirm_round"
+RunTrials = Callable[[int], None]  # runs that many enqueued trials, in order
+
+
+def _at_study_seed(trials: list[optuna.trial.FrozenTrial]) -> list[optuna.trial.FrozenTrial]:
+    return [t for t in trials if SEED_ATTR not in t.user_attrs]
+
+
+def _contender(c: Candidate) -> Contender:
+    m = c.metrics
+    memory = next((m[k] for k in MEMORY_METRICS if k in m), math.inf)
+    return Contender(dict(c.params), m[THROUGHPUT], m.get(ACCURACY), int(c.params.get("parallel.devices", 1)),
+                     memory, [t.number for t in c.trials])
+
+
+def _wall_s(t: optuna.trial.FrozenTrial) -> float:
+    a, b = t.user_attrs.get("search.launched_unix_s"), t.user_attrs.get("search.ended_unix_s")
+    if a is not None and b is not None:
+        return float(b) - float(a)
+    return float(t.user_attrs.get("metrics", {}).get("trial_wall_s", 0.0))
+
+
+def _cost_s(study: optuna.Study, throughput_only: bool) -> float:
+    """A confirmation trial's expected wall time: the median of this study's trials of that kind."""
+    done = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+            if (ACCURACY_FROM_ATTR in t.user_attrs) == throughput_only and _wall_s(t) > 0]
+    if not done and throughput_only:
+        return _cost_s(study, False)
+    return statistics.median(_wall_s(t) for t in done) if done else 0.0
+
+
+def _round_throughputs(study: optuna.Study, params: Mapping[str, Any], first_trial: int) -> dict[int, float]:
+    """Round -> throughput of the configuration's confirmation trials since `first_trial`."""
+    out = {}
+    for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
+        if t.number >= first_trial and t.user_attrs.get(ROLE_ATTR) == "confirm" and key(t.params) == key(params) \
+                and t.user_attrs.get("outcome") == "ok" and THROUGHPUT in t.user_attrs.get("metrics", {}):
+            out[int(t.user_attrs[ROUND_ATTR])] = float(t.user_attrs["metrics"][THROUGHPUT])
+    return out
+
+
+def _paired(study: optuna.Study, base: Mapping[str, Any], c: Mapping[str, Any],
+            first_trial: int) -> tuple[list[float], list[float]]:
+    b, x = _round_throughputs(study, base, first_trial), _round_throughputs(study, c, first_trial)
+    rounds = sorted(set(b) & set(x))
+    return [x[r] for r in rounds], [b[r] for r in rounds]
+
+
+def confirm(run: SweepRun, run_trials: RunTrials, base_params: dict[str, Any], seed: int | None,
+            overrides_of: Callable[[Mapping[str, Any]], list[str]], say: Callable[[str], None]) -> Answer | None:
+    """Measure, pick and check the answer; None (with a line said) when there is nothing to state."""
+    settings, study = run.settings, run.study
+    search_wall_s = time.monotonic() - run.started_s
+    trials = study.get_trials(deepcopy=False)
+    base_trials = [t for t in _at_study_seed(baseline_trials(study))
+                   if t.state == TrialState.COMPLETE and t.user_attrs.get("outcome") == "ok"]
+    if not base_trials:
+        say("no answer: the baseline (your configuration) has no run that ended ok, so there is no speedup to state")
+        return None
+    base_metrics = [t.user_attrs.get("metrics", {}) for t in base_trials]
+    base_acc = [m[ACCURACY] for m in base_metrics if ACCURACY in m]
+    base_accuracy = statistics.median(base_acc) if base_acc else None
+    floor = None if base_accuracy is None else base_accuracy - settings.accuracy_tolerance
+    ranked = eligible([_contender(c) for c in candidates(_at_study_seed(trials)) if THROUGHPUT in c.metrics], floor)
+    contenders = [c for c in within_noise(ranked, NOISE, settings.confirm_candidates + 1)
+                  if key(c.params) != key(base_params)][:settings.confirm_candidates]
+
+    def answer_of(params: Mapping[str, Any], ratio: Ratio | None, val_accuracy: float | None, **kw: Any) -> Answer:
+        r = ratio or Ratio(1.0, 1.0, 1.0, 0)
+        return Answer(dict(params), overrides_of(params), key(params) == key(base_params), r.estimate, r.low,
+                      r.high, r.rounds, val_accuracy, base_accuracy, settings.accuracy_tolerance,
+                      baseline_trials=[t.number for t in base_trials], search_wall_s=search_wall_s, **kw)
+
+    if not contenders:
+        return answer_of(base_params, None, base_accuracy,
+                         note="no other configuration at this accuracy came within 10% of the fastest")
+    if settings.confirm_budget <= 0:
+        best = contenders[0]
+        ratio = best.throughput / statistics.median(m[THROUGHPUT] for m in base_metrics if THROUGHPUT in m)
+        return answer_of(best.params, Ratio(ratio, 0.0, math.inf, 0), best.val_accuracy,
+                         note="not confirmed (hydra.sweeper.confirm_budget=0): one search measurement each, no interval")
+
+    budget_s = settings.confirm_budget * search_wall_s
+    round_trial_s, check_s = _cost_s(study, run.staging), _cost_s(study, False)
+    while len(contenders) > 1 and MIN_ROUNDS * (len(contenders) + 1) * round_trial_s + check_s > budget_s:
+        contenders = contenders[:-1]
+    start = time.monotonic()
+    first_trial = len(study.trials)
+    configs = [base_params] + [c.params for c in contenders]
+    say(f"confirming: your configuration and {len(contenders)} contender(s) within noise of the fastest, "
+        f"re-measured in interleaved rounds (budget {budget_s:.0f} s, {settings.confirm_budget:.0%} of the search)")
+    rounds = 0
+    while rounds < MAX_ROUNDS:
+        spent = time.monotonic() - start
+        per_round = spent / rounds if rounds else len(configs) * round_trial_s
+        if rounds >= MIN_ROUNDS and spent + per_round + check_s > budget_s:
+            break
+        for params in (configs if rounds % 2 == 0 else configs[::-1]):
+            enqueue(study, dict(params), "confirm", **{ROUND_ATTR: rounds})
+        run_trials(len(configs))
+        rounds += 1
+    confirmed = []
+    for c in contenders:
+        num, den = _paired(study, base_params, c.params, first_trial)
+        ratio = Ratio.of(num, den)
+        if ratio is not None and ratio.rounds >= 2:
+            confirmed.append((c, ratio, num))
+    if not confirmed:
+        return answer_of(base_params, None, base_accuracy, note="no contender's confirmation runs ended ok",
+                         confirm_wall_s=time.monotonic() - start)
+    chosen, tied, rule = pick(confirmed)
+    order = [chosen] + [i for i in sorted(range(len(confirmed)), key=lambda i: -confirmed[i][1].estimate)
+                        if i != chosen]
+    for i in order[:2]:
+        c, ratio, _ = confirmed[i]
+        if ratio.holds(1.0) or ratio.estimate < 1.0:
+            break
+        check = _seed_check(run, run_trials, c.params, base_params, seed) \
+            if seed is not None and base_accuracy is not None else None
+        if check is None or check["passed"]:
+            return answer_of(c.params, ratio, c.val_accuracy, seed_check=check, rule=rule,
+                             tied_with=[confirmed[j][0].params for j in tied] if i == chosen else [],
+                             trials=c.trials, confirm_wall_s=time.monotonic() - start)
+        say(f"the second-seed check failed for {' '.join(overrides_of(c.params))}: val_accuracy "
+            f"{check['val_accuracy']:.4f} at seed {check['seed']} vs the baseline's {check['baseline_val_accuracy']:.4f}")
+    best = confirmed[order[0]]
+    return answer_of(base_params, None, base_accuracy, confirm_wall_s=time.monotonic() - start,
+                     note=f"the fastest contender measured {best[1].text()} against your configuration")
+
+
+def _seed_check(run: SweepRun, run_trials: RunTrials, params: Mapping[str, Any], base_params: Mapping[str, Any],
+                seed: int) -> dict[str, Any] | None:
+    """Train `params` to the end at seed + 1 and compare its accuracy with the baseline's at that seed."""
+    study, at = run.study, seed + 1
+
+    def accuracy(p: Mapping[str, Any]) -> float | None:
+        found = [t.user_attrs["metrics"][ACCURACY] for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+                 if t.user_attrs.get(SEED_ATTR) == at and key(t.params) == key(p) and t.user_attrs.get("outcome") == "ok"
+                 and ACCURACY in t.user_attrs.get("metrics", {})]
+        return statistics.median(found) if found else None
+
+    wanted = [p for p in (base_params, params) if accuracy(p) is None]
+    for p in wanted:
+        enqueue(study, dict(p), "seed_check", seed=at)
+    run_trials(len(wanted))
+    ours, theirs = accuracy(params), accuracy(base_params)
+    if ours is None or theirs is None:
+        return None
+    return {"seed": at, "val_accuracy": ours, "baseline_val_accuracy": theirs,
+            "passed": ours >= theirs - run.settings.accuracy_tolerance}
+
+
+def overrides_for(space_fixed: list[str], params: Mapping[str, Any]) -> list[str]:
+    """The Hydra overrides that reproduce a configuration of this sweep."""
+    return [*space_fixed, *(to_override(k, v) for k, v in params.items())]

@@ -1,0 +1,91 @@
+"""Staging: accuracy is trained once per set of maths, throughput is timed for every configuration.
+
+Some knobs change only how fast the same training runs: DataLoader workers
+and their settings, CPU threads, `torch.compile`, the fused optimizer,
+channels_last, cuDNN's algorithm choice, activation checkpointing (it
+recomputes the same values) and the allocator's segments. Two configurations
+that differ only in those train the same model, so their validation accuracy
+is the same in distribution: a worker process draws its own augmentation
+stream, and another thread count adds floats in another order, so the two
+figures are not bit-for-bit equal, which is why the answer's own accuracy is
+trained again in confirmation (search/sweep/confirm.py).
+
+So a trial whose maths (every other swept knob) already trained to the end
+in this study runs `train.throughput_only=true` (the warm-up and 3+ timed
+windows, no evaluation, objectives/timing.py) and is scored with the
+accuracy of that earlier trial, named in its `search.accuracy_from`
+attribute and MLflow tag. `hydra.sweeper.staging=false` trains every trial.
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import optuna
+from omegaconf import OmegaConf
+from optuna.trial import TrialState
+
+from search.sweep.roles import ROLE_ATTR, SEED_ATTR
+
+# Knobs (config paths) that leave the trained model's maths unchanged; everything else swept is maths.
+SPEED_ONLY = frozenset({
+    "loader.num_workers", "loader.pin_memory", "loader.persistent_workers", "loader.prefetch_factor",
+    "parallel.threads", "parallel.compile", "parallel.compile_backend", "optim.fused",
+    "framework.channels_last", "framework.cudnn_benchmark",
+    "memory.activation_checkpointing", "memory.expandable_segments",
+})
+ACCURACY_FROM_ATTR = "search.accuracy_from"  # the trial whose trained accuracy a throughput-only trial carries
+INHERITED = ("val_accuracy", "val_loss")
+THROUGHPUT_ONLY = "train.throughput_only=true"
+
+
+def maths_key(params: Mapping[str, Any]) -> tuple:
+    return tuple(sorted((k, repr(v)) for k, v in params.items() if k not in SPEED_ONLY))
+
+
+def trained_fully(trial: optuna.trial.FrozenTrial) -> bool:
+    """A trial that trained its whole budget at the study's own seed and was evaluated."""
+    return (trial.state == TrialState.COMPLETE and trial.user_attrs.get("outcome") == "ok"
+            and ACCURACY_FROM_ATTR not in trial.user_attrs and SEED_ATTR not in trial.user_attrs
+            and "val_accuracy" in trial.user_attrs.get("metrics", {}))
+
+
+def accuracy_source(study: optuna.Study, params: Mapping[str, Any], but: int | None = None) -> int | None:
+    """The first trial that trained these maths fully, or None."""
+    want = maths_key(params)
+    for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
+        if t.number != but and trained_fully(t) and maths_key(t.params) == want:
+            return t.number
+    return None
+
+
+def staged(study: optuna.Study, trial: optuna.Trial, enabled: bool) -> list[str]:
+    """The overrides that make this trial throughput-only, or none: the trial trains fully when staging
+    is off, when it is the baseline or a seed check, or when nothing with its maths trained yet."""
+    if not enabled or trial.user_attrs.get(ROLE_ATTR) == "baseline" or SEED_ATTR in trial.user_attrs:
+        return []
+    source = trial.user_attrs.get(ACCURACY_FROM_ATTR)
+    if source is None:
+        source = accuracy_source(study, trial.params, but=trial.number)
+    if source is None:
+        return []
+    trial.set_user_attr(ACCURACY_FROM_ATTR, int(source))
+    return [THROUGHPUT_ONLY]
+
+
+def with_inherited_accuracy(study: optuna.Study, trial: optuna.Trial, result: Any) -> Any:
+    """A throughput-only trial's result, with the accuracy of the trial it takes it from."""
+    source = trial.user_attrs.get(ACCURACY_FROM_ATTR)
+    if source is None or not isinstance(result, Mapping) or result.get("outcome") != "ok":
+        return result
+    metrics = study.trials[int(source)].user_attrs.get("metrics", {})
+    merged = dict(result)
+    merged["metrics"] = {**result.get("metrics", {}), **{k: metrics[k] for k in INHERITED if k in metrics}}
+    return merged
+
+
+def staging_applies(plan: Any, jobs: Any) -> bool:
+    """This package's trials, scored on val_accuracy, with nothing that needs the whole run timed or evaluated
+    (time to accuracy)."""
+    metrics = set(plan.metrics or []) | {c.metric for c in plan.constraints}
+    return jobs.runs_our_trials() and "val_accuracy" in metrics and "time_to_accuracy_s" not in metrics \
+        and OmegaConf.select(jobs.config, "train.target_val_accuracy", default=None) is None
