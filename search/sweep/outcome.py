@@ -8,6 +8,15 @@
 - `stopped_early` (search/sweep/early_stopping.py): PRUNED, with the metrics
   measured so far (the probe's throughput, the last evaluation); never best.
 - anything else (`diverged`, `crashed`, `timeout`): FAIL, with the reason.
+
+Constraints are stored as one list in the trial's system attribute
+`constraints` (`runnable` first, then hydra.sweeper.constraints in order),
+with their names in the user attribute `search.constraints`. Optuna 5 reads
+that list as it reads `trial.set_constraint`'s `constraints:<name>` keys
+(`FrozenTrial.constraints`, numbered), and it is the form optuna-dashboard
+(0.21) reads: written the other way, an infeasible trial there is a feasible
+point at its placeholder values. The count and order of the values are what
+the samplers use, so studies written either way mix.
 """
 from __future__ import annotations
 
@@ -16,11 +25,13 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 import optuna
+from optuna.study._constrained_optimization import _CONSTRAINTS_KEY
 from optuna.trial import TrialState
 
 from search.sweep.constraints import Constraint
 
 RUNNABLE = "runnable"  # 0 for a trial that ran and reported the metrics it is scored on, 1 otherwise
+CONSTRAINTS_ATTR = "search.constraints"  # trial user attribute: constraint name -> value (> 0: violated)
 INFEASIBLE_OUTCOMES = ("oom", "infeasible")
 STOPPED_EARLY = "stopped_early"
 
@@ -80,19 +91,28 @@ def tell(study: optuna.Study, trial: optuna.Trial, scored: Scored, directions: S
     trial.set_user_attr("reason", scored.reason)
     trial.set_user_attr("metrics", scored.metrics)
     if scored.values is not None:
-        trial.set_constraint(RUNNABLE, 0.0)
-        for name, violation in scored.constraints.items():
-            trial.set_constraint(name, violation)
+        set_constraints(study, trial, {RUNNABLE: 0.0, **scored.constraints})
         study.tell(trial, scored.values)
     elif scored.outcome == STOPPED_EARLY:
         study.tell(trial, state=TrialState.PRUNED)
     elif scored.outcome in INFEASIBLE_OUTCOMES:
-        trial.set_constraint(RUNNABLE, 1.0)
-        for name, violation in scored.constraints.items():
-            trial.set_constraint(name, violation)
+        set_constraints(study, trial, {RUNNABLE: 1.0, **scored.constraints})
         study.tell(trial, [0.0 if d == "maximize" else math.inf for d in directions])
     else:
         study.tell(trial, state=TrialState.FAIL)
+
+
+def set_constraints(study: optuna.Study, trial: optuna.Trial, values: dict[str, float]) -> None:
+    """The constraint values as one list (the form Optuna's own `constraints_func` writes, and
+    optuna-dashboard reads), their names as a user attribute; see the module's docstring."""
+    trial.set_user_attr(CONSTRAINTS_ATTR, values)
+    study._storage.set_trial_system_attr(trial._trial_id, _CONSTRAINTS_KEY, list(values.values()))
+
+
+def named_constraints(trial: optuna.trial.FrozenTrial) -> dict[str, float]:
+    """Constraint name -> value, for trials written either way."""
+    named = trial.user_attrs.get(CONSTRAINTS_ATTR)
+    return dict(named) if isinstance(named, dict) else dict(trial.constraints)
 
 
 def is_feasible(trial: optuna.trial.FrozenTrial) -> bool:

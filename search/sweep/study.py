@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import os
 import time
+import warnings
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import optuna
 from hydra.utils import instantiate
@@ -20,8 +22,8 @@ from optuna.storages.journal import JournalFileBackend
 
 from search.errors import BadInput
 from search.sweep.journal import check_journal
-from search.tracking.redact import redact, remember, reveal
 from search.sweep.space import grid_values
+from search.tracking.redact import redact, remember, reveal
 
 DEFAULT_STORAGE = "optuna.journal"
 _DIRECTIONS = ("maximize", "minimize")
@@ -32,9 +34,20 @@ METRIC_NAMES_ATTR = "search.objectives"
 
 def study_metrics(study: optuna.Study) -> list[str]:
     """The metric each of the study's values is, or value_<i> when the study does not say."""
-    names = study.user_attrs.get(METRIC_NAMES_ATTR)
+    names = study.metric_names or study.user_attrs.get(METRIC_NAMES_ATTR)
     return list(names) if names and len(names) == len(study.directions) else [
         f"value_{i}" for i in range(len(study.directions))]
+
+
+def name_metrics(study: optuna.Study, metric_names: Sequence[str]) -> None:
+    """Name the study's values: Optuna's own way (`study.set_metric_names`: optuna-dashboard's axes,
+    `trials_dataframe`, the plots) and the older study attribute that studies written before hold."""
+    names = list(metric_names)
+    study.set_user_attr(METRIC_NAMES_ATTR, names)
+    if study.metric_names != names:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)  # stable since 3.2
+            study.set_metric_names(names)
 
 
 def storage_location(storage: str | None) -> str:
