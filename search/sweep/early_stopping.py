@@ -15,7 +15,9 @@ Two modes, chosen from the metrics the study optimises (docs/early_stopping.md):
   `train.stop_below_samples_per_s = T * (1 - margin)` and stops after its
   throughput probe when it is slower than that.
 
-A stopped trial is told to Optuna as PRUNED (outcome `stopped_early`).
+A stopped trial (outcome `stopped_early`) is told to Optuna by `tell_stopped`:
+what it measured, so the sampler learns from it instead of proposing it again
+(docs/early_stopping.md says which telling the replay measured best).
 """
 from __future__ import annotations
 
@@ -33,6 +35,56 @@ from search.sweep.space import to_override
 
 THROUGHPUT = "throughput_samples_per_s"
 ACCURACY = "val_accuracy"
+
+
+STOPPED_TELLING = "infeasible"  # how tell_stopped tells a stopped trial; see STOPPED_TELLINGS
+
+
+def tell_stopped(study: optuna.Study, trial: optuna.Trial, metrics: dict[str, float],
+                 constraints: dict[str, float], directions: Sequence[str], telling: str | None = None) -> None:
+    """Tell Optuna about a trial early stopping ended (outcome `stopped_early`, set by the caller), from the
+    metrics it measured (its probe's throughput; the throughput of the windows that ran, failing that).
+
+    - ``pruned``: PRUNED. Samplers learn nothing from it (GP and TPE read COMPLETE trials only).
+    - ``infeasible`` (the default): COMPLETE with its probe throughput and the worst accuracy among the
+      completed trials, and the ``runnable`` constraint (with every other constraint) violated: the
+      sampler learns both that it is slow and that it gave no answer, and no report, front or best
+      trial (Optuna's own, which skip infeasible trials) can take it for one.
+    - ``worst``: the same values, constraints as measured: feasible. Dominated by the trial that set the bar,
+      so never on Optuna's front, but Optuna's best trial in a one-metric study could be it; kept for the
+      replay (scripts/bench/search_efficiency.py) only.
+    In a study whose metrics are not throughput and accuracy (no staged rule), or without a probe figure,
+    the trial is PRUNED."""
+    from search.sweep.outcome import RUNNABLE
+    from search.sweep.study import study_metrics
+
+    telling = telling or STOPPED_TELLING
+    probe = metrics.get("probe_throughput_samples_per_s", metrics.get(THROUGHPUT))
+    values = _pessimistic_values(study, probe, study_metrics(study), directions)
+    if telling == "pruned" or values is None:
+        study.tell(trial, state=TrialState.PRUNED)
+        return
+    trial.set_constraint(RUNNABLE, 1.0 if telling == "infeasible" else 0.0)
+    for name, violation in constraints.items():
+        trial.set_constraint(name, violation)
+    study.tell(trial, values)
+
+
+STOPPED_TELLINGS = ("pruned", "infeasible", "worst")
+
+
+def _pessimistic_values(study: optuna.Study, probe_throughput: float | None, metrics: list[str],
+                        directions: Sequence[str]) -> list[float] | None:
+    """[probe throughput, the worst accuracy of the completed trials that measured one], in the study's
+    metric order; None when the study is not a throughput-and-accuracy study or nothing is known."""
+    if probe_throughput is None or not math.isfinite(probe_throughput) \
+            or not staged_rule_applies(metrics, directions):
+        return None
+    accuracies = [t.user_attrs.get("metrics", {}).get(ACCURACY) for t in study.get_trials(
+        deepcopy=False, states=(TrialState.COMPLETE,)) if t.user_attrs.get("outcome", "ok") == "ok"]
+    accuracies = [a for a in accuracies if a is not None and math.isfinite(a)]
+    known = {THROUGHPUT: probe_throughput, ACCURACY: min(accuracies) if accuracies else 0.0}
+    return [known[m] for m in metrics]
 
 
 def make_pruner(cfg: Any) -> optuna.pruners.BasePruner:

@@ -5,8 +5,10 @@
   (a time-to-accuracy trial that never reached its target): COMPLETE with
   placeholder values and the `runnable` constraint violated, so samplers
   learn the region and the trial never ranks as best.
-- `stopped_early` (search/sweep/early_stopping.py): PRUNED, with the metrics
-  measured so far (the probe's throughput, the last evaluation); never best.
+- `stopped_early` (search/sweep/early_stopping.py tell_stopped): COMPLETE with its
+  probe throughput and a pessimistic accuracy, `runnable` violated, so the
+  sampler learns from it and it never ranks as best; PRUNED outside the
+  two-metric staged rule.
 - anything else (`diverged`, `crashed`, `timeout`): FAIL, with the reason.
 
 Constraints are stored as one list in the trial's system attribute
@@ -93,8 +95,10 @@ def tell(study: optuna.Study, trial: optuna.Trial, scored: Scored, directions: S
     if scored.values is not None:
         set_constraints(study, trial, {RUNNABLE: 0.0, **scored.constraints})
         study.tell(trial, scored.values)
-    elif scored.outcome == STOPPED_EARLY:
-        study.tell(trial, state=TrialState.PRUNED)
+    elif scored.outcome == STOPPED_EARLY:  # what its probe measured, so the sampler learns (early_stopping.py)
+        from search.sweep.early_stopping import tell_stopped
+
+        tell_stopped(study, trial, scored.metrics, scored.constraints, directions)
     elif scored.outcome in INFEASIBLE_OUTCOMES:
         set_constraints(study, trial, {RUNNABLE: 1.0, **scored.constraints})
         study.tell(trial, [0.0 if d == "maximize" else math.inf for d in directions])

@@ -90,12 +90,16 @@ def test_the_sampler_never_proposes_a_forbidden_pair(make) -> None:
     assert {(p["parallel.devices"], p["parallel.threads"]) for p in seen} == {(1, 1), (1, 2), (2, 1)}
     repaired = [t.user_attrs["search.repaired"] for t in study.trials if "search.repaired" in t.user_attrs]
     if not isinstance(study.sampler.base, optuna.samplers.RandomSampler):  # the models asked for the corner
-        assert repaired and all(r in ("parallel.threads: 2 -> 1", "parallel.devices: 2 -> 1") for r in repaired)
+        assert any(r in ("parallel.threads: 2 -> 1", "parallel.devices: 2 -> 1") for r in repaired), repaired
+    # the 6 configurations within the rules each ran once before any repeat, and no trial number went to a repeat
+    assert len({tuple(sorted(p.items())) for p in seen[:6]}) == 6, seen
+    assert all(t.state != optuna.trial.TrialState.FAIL for t in study.trials)
 
 
-def test_no_rules_no_wrapper_and_the_grid_sampler_stays_itself() -> None:
+def test_the_grid_sampler_stays_itself_and_a_space_without_rules_is_still_kept_from_repeats() -> None:
     random_sampler = optuna.samplers.RandomSampler()
-    assert within_rules(random_sampler, None) is random_sampler
+    unruled = within_rules(random_sampler, None)
+    assert isinstance(unruled, RuleAwareSampler) and unruled.base is random_sampler
     grid = optuna.samplers.GridSampler({"x": [1, 2]})
     assert within_rules(grid, lambda params: None) is grid
     wrapped = within_rules(random_sampler, lambda params: None)

@@ -31,6 +31,7 @@ def test_the_bar_is_the_fastest_trial_holding_the_best_accuracy() -> None:
     from search.sweep.constraints import parse_constraints
 
     study = optuna.create_study(directions=["maximize", "maximize"])
+    study.set_user_attr("search.objectives", METRICS)  # as the sweep names them
     assert throughput_bar(study.trials, 0.1) is None  # nothing completed: nothing can be stopped
     results = [
         (_ok(1000.0, 0.90), []),  # fast, less accurate
@@ -49,7 +50,9 @@ def test_the_bar_is_the_fastest_trial_holding_the_best_accuracy() -> None:
     assert throughput_bar(study.trials, 0.1, startup_trials=4) is None  # the infeasible and stopped ones don't count
 
     stopped = study.trials[-1]
-    assert stopped.state == TrialState.PRUNED and stopped.user_attrs["outcome"] == "stopped_early"
+    # told what it measured, so the sampler learns: its probe and the worst accuracy seen, and infeasible
+    assert stopped.state == TrialState.COMPLETE and stopped.user_attrs["outcome"] == "stopped_early"
+    assert stopped.values == [9000.0, 0.90] and not is_feasible(stopped) and stopped.constraints["runnable"] == 1.0
     assert stopped.user_attrs["metrics"]["throughput_samples_per_s"] == 9000.0  # recorded, yet never best
     assert stopped.number not in {t.number for t in study.best_trials}
     assert not is_feasible(study.trials[3]) and study.trials[3].number not in {t.number for t in study.best_trials}
@@ -66,6 +69,21 @@ def test_the_bar_is_the_fastest_trial_holding_the_best_accuracy() -> None:
     assert choose_mode(True, ["throughput_samples_per_s"], ["maximize"], median) == "pruner"
     assert choose_mode(True, ["throughput_samples_per_s"], ["maximize"], nop) == "off"
     assert choose_mode(False, METRICS, ["maximize", "maximize"], median) == "off"
+
+
+def test_a_stopped_trial_is_pruned_where_no_probe_rule_applies_or_when_asked() -> None:
+    from search.sweep.early_stopping import tell_stopped
+
+    stopped = {"outcome": "stopped_early", "reason": "curve", "metrics": {"throughput_samples_per_s": 800.0}}
+    one = optuna.create_study(direction="maximize")  # one metric: Optuna's pruner stopped it
+    tell(one, one.ask(SPACE), score(stopped, ["throughput_samples_per_s"], 1, []), ["maximize"])
+    assert one.trials[0].state == TrialState.PRUNED
+    two = optuna.create_study(directions=["maximize", "maximize"])
+    two.set_user_attr("search.objectives", METRICS)
+    tell_stopped(two, two.ask(SPACE), stopped["metrics"], {}, ["maximize", "maximize"], telling="pruned")
+    tell_stopped(two, two.ask(SPACE), stopped["metrics"], {}, ["maximize", "maximize"], telling="worst")
+    assert two.trials[0].state == TrialState.PRUNED
+    assert two.trials[1].values == [800.0, 0.0] and is_feasible(two.trials[1])  # nothing completed: accuracy 0
 
 
 def _study(workdir: Path) -> optuna.Study:
