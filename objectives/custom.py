@@ -1,5 +1,8 @@
 """The user's own objective, without Hydra: a function that returns metrics, or specs to train.
 
+Its ``objective.name`` is ``custom`` or any name of the user's (objectives/objective_config.py),
+which names the sweep's study and MLflow experiment.
+
 ``objective.callable: "pkg.module:function"`` hands the whole trial config
 dict to the user's function and reports the metrics it returns; the knobs
 are then the user's business, and the result says so (info
@@ -43,7 +46,8 @@ def warn_not_applied(objective: str, reasons: dict[str, str]) -> None:
 def run_callable(path: str, cfg: dict) -> TrialResult:
     """Call the user's function with the whole trial config and wrap the metrics it returns."""
     fn = locate(path, "objective.callable")
-    warn_not_applied("custom", {",".join(KNOB_SECTIONS): f"objective.callable {path} trains by itself"})
+    name = str((cfg.get("objective") or {}).get("name") or "custom")
+    warn_not_applied(name, {",".join(KNOB_SECTIONS): f"objective.callable {path} trains by itself"})
     metrics = fn(cfg)
     if not isinstance(metrics, dict) or not all(
         isinstance(v, (int, float)) and not isinstance(v, bool) for v in metrics.values()

@@ -6,6 +6,11 @@ rest is checked against that workload's dataclass, whose defaults equal
 conf/objective/<name>.yaml. ``measures_accuracy`` tells the sweep whether
 ``val_accuracy`` exists at all (resnet trains on random tensors, so it does
 not), which is how it knows to optimise throughput alone.
+
+A name other than the built-in ones is the user's own objective: it has the
+``custom`` section (a callable, or model and data by ``_target_``) and names
+the sweep's study and MLflow experiment (``objective_label``), so two
+objectives of a user never share one study.
 """
 
 from __future__ import annotations
@@ -17,8 +22,11 @@ from typing import Any, Union
 from objectives.config_check import ConfigError, Rule, fail, parse_section
 
 OBJECTIVES = ("digits", "gpt", "resnet", "custom")
+BUILT_IN = ("digits", "gpt", "resnet")  # any other name is the user's own objective (the custom section)
+CUSTOM_KEYS = ("callable", "model", "train_dataset")
 GPT_SIZES = ("tiny", "gpt2-small")
 _DOTTED = re.compile(r"^[A-Za-z_][\w.]*[:.][A-Za-z_]\w*$")
+_OWN_NAME = re.compile(r"^[A-Za-z0-9_][\w.\-]*$")  # a study name, an MLflow experiment, part of a file name
 
 
 @dataclass
@@ -112,11 +120,34 @@ def parse_objective(raw: Any) -> ObjectiveConfig:
     if not isinstance(raw, dict):
         raise ConfigError(f"objective must be a mapping; got {raw!r}; fix: remove objective to use its defaults")
     name = raw.get("name", "digits")
-    if name not in OBJECTIVES:
-        raise fail("objective.name", f"one of {', '.join(OBJECTIVES)}", name, "digits")
+    if name not in BUILT_IN:
+        _check_own_name(name, raw)
     rules = {"gpt": _GPT_RULES, "resnet": _RESNET_RULES}.get(name, _RULES)
-    section = parse_section("objective", _CLASSES[name], raw, rules, what=f" (name {name})")
+    section = parse_section("objective", _CLASSES.get(name, CustomConfig), raw, rules, what=f" (name {name})")
     return _check_custom(section) if isinstance(section, CustomConfig) else section
+
+
+def _check_own_name(name: Any, raw: dict) -> None:
+    """The user's own objective may have any plain name, with a callable or a model to train."""
+    rule = (f"one of {', '.join(BUILT_IN)}, or your own objective's name (letters, digits, '_', '.', '-') "
+            f"with objective.callable or objective.model and objective.train_dataset")
+    if not isinstance(name, str) or not _OWN_NAME.match(name):
+        raise fail("objective.name", rule, name, "my_model")
+    if name != "custom" and not any(raw.get(key) is not None for key in CUSTOM_KEYS):
+        raise ConfigError(f"objective.name must be {rule}; got {name!r}, with neither; fix: objective.name=digits, "
+                          f"or objective=custom objective.name={name} objective.callable=mypkg.train:objective")
+
+
+def objective_label(raw: dict) -> str:
+    """What names the objective's study and MLflow experiment: its name, or for the generic
+    ``name: custom``, the ``_target_`` of its model or its callable (``:`` written ``.``), so
+    that two models of a user never share one study."""
+    name = str(raw.get("name") or "digits")
+    if name != "custom":
+        return name
+    model = raw.get("model")
+    target = model.get("_target_") if isinstance(model, dict) else raw.get("callable")
+    return str(target).replace(":", ".") if target else name
 
 
 def _check_custom(c: CustomConfig) -> CustomConfig:

@@ -1,5 +1,6 @@
 """`python -m search multirun [overrides]`: a sweep (Hydra --multirun).
-`python -m search run [overrides]`: one trial at a fixed configuration.
+`python -m search run [overrides]`: one trial at a fixed configuration;
+`python -m search run --from best.yaml [overrides]`: at the one `export` wrote (the command line wins).
 `python -m search doctor`: what this machine can run and whether storage and MLflow answer.
 `python -m search selftest [overrides]`: each knob value this machine admits, run for a few steps.
 `python -m search nightly [overrides]`: the nightly sweep (conf/nightly.yaml).
@@ -15,12 +16,14 @@ import signal
 import sys
 
 USAGE = """usage: python -m search {multirun,run,nightly} [hydra overrides ...]
+       python -m search run --from FILE [hydra overrides ...]
        python -m search doctor [--storage URL_OR_PATH]
        python -m search selftest [--only KNOB] [--timeout-s S] [hydra overrides ...]
        python -m search {report,export} [--storage URL_OR_PATH] [--study-name NAME] [--help]
 
   multirun   sweep the search space (conf/search/) with Optuna, log to MLflow
-  run        run one trial at the configuration given by the overrides
+  run        run one trial at the configuration given by the overrides (--from: the overrides
+             of a file written by export, then those on the command line)
   doctor     hardware, versions, runnable knob values, storage and MLflow reachability
   selftest   run each knob value the hardware check admits for a few steps, in isolated trials
              (exit 1 when an admitted value fails: the check is wrong); on a GPU, run it first
@@ -70,13 +73,15 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def run_hydra(command: str, rest: list[str]) -> None:
-    from search.sweep import interrupt
+    from search.commands.gpu_default import gpu_default
+    from search.commands.precheck import check_command_line
     from search.errors import BadInput, Interrupted, exit_bad_input
     from search.measure.nvml import pin_cuda_device_order
-    from search.commands.precheck import check_command_line
-    from search.commands.gpu_default import gpu_default
+    from search.sweep import interrupt
 
     try:
+        if command == "run":
+            rest = exported_overrides(rest)
         rest = check_command_line(rest)
         pin_cuda_device_order()  # before Hydra, the forkserver or any trial: children inherit it
         if command == "multirun" and (gpu := gpu_default(rest)):  # a GPU and no objective=/search=: measure the GPU
@@ -86,8 +91,8 @@ def run_hydra(command: str, rest: list[str]) -> None:
 
     import hydra
 
-    from search.trial.app import task
     from search.paths import conf_dir
+    from search.trial.app import task
 
     interrupt.install()  # SIGINT, SIGTERM: one clean, bounded stop, whatever follows
     sys.argv = [sys.argv[0], *COMMANDS[command], *rest]
@@ -101,6 +106,29 @@ def run_hydra(command: str, rest: list[str]) -> None:
         then = "the trial was not measured" if command == "run" else "run the same command again to resume"
         print(f"search: {str(err) or 'interrupted by SIGINT (Ctrl-C)'}{also}; {then}", file=sys.stderr, flush=True)
         raise SystemExit(getattr(err, "exit_status", 130)) from None
+
+
+def exported_overrides(rest: list[str]) -> list[str]:
+    """`--from FILE` (or `--from=FILE`) replaced by the overrides that `export` wrote to FILE, placed
+    first so that the command line's own overrides win."""
+    from pathlib import Path
+
+    from search.commands.export import read_overrides
+    from search.errors import BadInput
+
+    files, kept, args = [], [], iter(rest)
+    for arg in args:
+        if arg == "--from":
+            path = next(args, None)
+            if path is None:
+                raise BadInput("--from needs a file; got nothing after it; fix: python -m search run --from best.yaml")
+            files.append(path)
+        elif arg.startswith("--from="):
+            files.append(arg.partition("=")[2])
+        else:
+            kept.append(arg)
+    return [line for path in files for line in read_overrides(Path(path))] + kept
+
 
 if __name__ == "__main__":
     main()

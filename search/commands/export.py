@@ -7,8 +7,13 @@ e.g. the fastest with `val_accuracy >= 0.97`:
     python -m search export --best throughput_samples_per_s --where 'val_accuracy >= 0.97'
 
 A configuration's figures are medians over its trials (search/reports/choose.py).
-The file's `overrides` reproduce it: `python -m search run <overrides>`
-(the command is printed), or any Hydra app with the same config keys.
+The file's `overrides` reproduce it: `python -m search run --from best-<study>.yaml`
+(the command is printed, and the same with the overrides spelt out), or any
+Hydra app with the same config keys. They are the overrides the sweep
+launched the trial with, which name the objective and, for a file-based one,
+the config search path it was found on (search/sweep/planning.py); the
+sweep's own settings (`hydra.*` but the search path) and its per-trial
+instructions (early stopping, device slots) are left out.
 """
 from __future__ import annotations
 
@@ -20,21 +25,41 @@ from pathlib import Path
 import optuna
 import yaml
 
+from search.commands.report import add_study_arguments, open_study
+from search.errors import BadInput, exit_bad_input
 from search.measure import fingerprint
 from search.reports.choose import best, candidates
 from search.sweep.constraints import parse_constraints
-from search.errors import BadInput, exit_bad_input
 from search.sweep.space import to_override
-from search.commands.report import add_study_arguments, open_study
 from search.sweep.study import study_metrics
 
 OVERRIDES = "overrides"  # trial attribute: the Hydra overrides the sweeper launched the trial with
+# What the sweep tells one trial, not part of its configuration (search/sweep/early_stopping.py, trial_loop.py).
+SWEEP_INSTRUCTIONS = ("train.stop_below_samples_per_s", "trial.optuna_study", "trial.optuna_trial_number",
+                      "trial.visible_devices")
 
 
 def job_overrides(trial: optuna.trial.FrozenTrial) -> list[str]:
-    """The trial's overrides without the sweeper's own (hydra.*) settings."""
+    """The trial's overrides without the sweeper's own settings and instructions."""
     lines = trial.user_attrs.get(OVERRIDES) or [to_override(k, v) for k, v in trial.params.items()]
-    return [line for line in lines if not line.lstrip("+~").startswith("hydra.")]
+    return [line for line in lines if _configures(line.lstrip("+~").partition("=")[0])]
+
+
+def _configures(key: str) -> bool:
+    return key == "hydra.searchpath" or not (key.startswith("hydra.") or key in SWEEP_INSTRUCTIONS)
+
+
+def read_overrides(path: Path) -> list[str]:
+    """The `overrides` of an exported file (`python -m search run --from FILE`)."""
+    try:
+        overrides = yaml.safe_load(path.read_text()).get(OVERRIDES)
+    except (OSError, yaml.YAMLError, AttributeError) as err:
+        raise BadInput(f"--from must name a file written by python -m search export; got {str(path)!r} "
+                       f"({type(err).__name__}); fix: python -m search export --out best.yaml") from None
+    if not isinstance(overrides, list) or not all(isinstance(o, str) for o in overrides):
+        raise BadInput(f"--from must name a file with a list of overrides under {OVERRIDES!r}; got {str(path)!r}; "
+                       f"fix: python -m search export --out best.yaml") from None
+    return overrides
 
 
 def choose(study: optuna.Study, metric: str | None, direction: str | None, where: list[str]) -> dict:
@@ -77,9 +102,11 @@ def main(argv: list[str]) -> int:
     except BadInput as err:
         exit_bad_input(err)
     out = args.out or Path(f"best-{study.study_name}.yaml")
-    header = "# Written by `python -m search export`. Reproduce: python -m search run <the overrides below>\n"
+    header = (f"# Written by `python -m search export`. Reproduce: python -m search run --from {shlex.quote(str(out))}"
+              f"\n# (or python -m search run <the overrides below>)\n")
     out.write_text(header + yaml.safe_dump(chosen, sort_keys=False))
     print(f"exported {chosen['rule']}: trials {chosen['trials']} to {out}")
+    print(f"python -m search run --from {shlex.quote(str(out))}")
     print("python -m search run " + " ".join(shlex.quote(o) for o in chosen["overrides"]))
     return 0
 

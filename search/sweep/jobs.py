@@ -5,6 +5,9 @@ Under Hydra's basic launcher a job runs in this process; a trial's job is
 composed once, when the trial is proposed, and that same config is run
 (search/trial/composed_job.py). Other launchers (joblib, submitit) compose
 and run their jobs themselves.
+
+A user's own Hydra task may return plain numbers; `launch` names them
+(search/sweep/metric_names.py, `named_values`) so that they are metrics.
 """
 from __future__ import annotations
 
@@ -16,6 +19,7 @@ from hydra.core.utils import JobReturn, JobStatus
 from omegaconf import DictConfig, OmegaConf
 
 from search.errors import BadInput
+from search.sweep.metric_names import named_values
 from search.trial.composed_job import run_composed
 
 
@@ -41,6 +45,7 @@ class Jobs:
     task_function: Any
     launcher: Any = None
     job_idx: int = 0
+    value_names: list[str] | None = None  # a user's task: the names of the numbers it returns (planning.py)
 
     @classmethod
     def set_up(cls, hydra_context: Any, task_function: Any, config: DictConfig) -> "Jobs":
@@ -71,10 +76,14 @@ class Jobs:
         return trial_config(self.compose(overrides))
 
     def default_study_name(self) -> str:
-        """The objective's name (the workload: `digits`), or a user's app's job name."""
+        """The objective's name (the workload: `digits`, a user's own name, or for `name: custom` the
+        `_target_` of its model or its callable: objectives/objective_config.py), or a user's app's
+        job name."""
+        from objectives.objective_config import objective_label
+
         objective = self.config.get("objective")
         if isinstance(objective, DictConfig) and objective.get("name"):
-            return str(objective.name)
+            return objective_label(OmegaConf.to_container(objective, resolve=True))
         return str(self.config.hydra.job.name)
 
     def run_composed(self, job_config: DictConfig) -> JobReturn:
@@ -87,4 +96,7 @@ class Jobs:
         """Jobs composed and run by the launcher, as Hydra's own sweepers launch them."""
         returns = self.launcher.launch(overrides, initial_job_idx=self.job_idx)
         self.job_idx += len(overrides)
+        for ret in returns:
+            if self.value_names and ret.status == JobStatus.COMPLETED:
+                ret.return_value = named_values(ret.return_value, self.value_names)
         return returns

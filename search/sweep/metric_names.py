@@ -9,11 +9,19 @@ the sweep measures around every trial (search/trial/isolate.py). A user's own
 function (`objective.callable`, or another Hydra app) declares nothing: its
 first trial that ends ok is checked instead, and a name it did not report
 stops the sweep with exit status 2.
+
+A user's Hydra task that returns a number (or a list of numbers), as tasks
+written for the old hydra-optuna-sweeper do, has its values named: by
+`hydra.sweeper.metrics` when given, else `value` (one) or `value_0`,
+`value_1`, ... (several), the names Optuna's own MLflow callback gives
+them. Named, they are metrics like any other: in MLflow, in the
+progress line and in the final table (`named_values`).
 """
 from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 from functools import lru_cache
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -92,6 +100,37 @@ def unreported(result: Mapping[str, Any], wanted: Sequence[str]) -> str | None:
     return (f"the metrics the sweep names must be reported by the objective; its first trial reported "
             f"{', '.join(got) or 'no metrics'}, not {', '.join(missing)}; fix: name reported metrics in "
             f"hydra.sweeper.metrics and constraints, or report {', '.join(missing)} from the objective")
+
+
+def value_names(count: int) -> list[str]:
+    """Names of the values a task returns when hydra.sweeper.metrics names none."""
+    return ["value"] if count == 1 else [f"value_{i}" for i in range(count)]
+
+
+def named_values(value: Any, names: Sequence[str]) -> Any:
+    """A task's number or list of numbers as a result with named metrics
+    (`{"metrics": {name: value}}`); a dict, or anything that is not as many
+    numbers as names, as is (search/sweep/outcome.py says what is wrong with it).
+    A non-finite value makes the trial `diverged`, as in this package's trials."""
+    if isinstance(value, (Mapping, str, bytes)):
+        return value
+    try:
+        values = [float(value)]
+    except TypeError:
+        try:
+            values = [float(v) for v in value]
+        except (TypeError, ValueError):
+            return value
+    except ValueError:
+        return value
+    if len(values) != len(names):
+        return value
+    metrics = dict(zip(names, values))
+    bad = [n for n, v in metrics.items() if not math.isfinite(v)]
+    if bad:
+        return {"outcome": "diverged", "reason": f"the task returned non-finite {', '.join(bad)}",
+                "metrics": {n: v for n, v in metrics.items() if n not in bad}}
+    return {"metrics": metrics}
 
 
 def _listing(reported: frozenset[str]) -> str:

@@ -9,6 +9,7 @@ slots.
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import tempfile
 from dataclasses import dataclass
@@ -25,12 +26,12 @@ from search.sweep.constraints import Constraint, parse_constraints
 from search.sweep.early_stopping import choose_mode, make_pruner
 from search.sweep.hooks import SweepHooks
 from search.sweep.jobs import Jobs
-from search.sweep.metric_names import check_declared, declared_by, named_metrics
+from search.sweep.metric_names import check_declared, declared_by, named_metrics, value_names
 from search.sweep.preflight import check_tracking_uri
 from search.sweep.settings import check_config, checked_trial
-from search.sweep.space import Space, build_space, to_override
+from search.sweep.space import Space, build_space, parse_overrides, to_override
 from search.sweep.study import check_storage, make_sampler, normalize_directions, open_storage
-from search.sweep.sweep_settings import SweepSettings
+from search.sweep.sweep_settings import BUILT_IN_DIRECTION, BUILT_IN_METRICS, SweepSettings, given_settings
 from search.trial import slots as device_slots
 from search.trial.isolate import run_isolated
 
@@ -58,6 +59,7 @@ def plan_sweep(settings: SweepSettings, jobs: Jobs, hooks: SweepHooks, sweep_dir
     space = build_space(settings.params, arguments)
     measures_accuracy, probed = True, []
     if jobs.runs_our_trials():
+        space = _reproducible(space, jobs)
         probed = _check_knob_values(jobs, space)  # first: an unknown value is wrong everywhere
         measures_accuracy = bool(probed[0].objective.measures_accuracy)
         space, notes = fit_to_rules(space, probed[0], machine_hardware())  # search/sweep/combinations.py
@@ -68,6 +70,8 @@ def plan_sweep(settings: SweepSettings, jobs: Jobs, hooks: SweepHooks, sweep_dir
                              for k, d in space.distributions.items()]:
             jobs.compose_trial(space.fixed_overrides + extra)
     metrics, directions = _metrics_and_directions(settings, jobs, measures_accuracy)
+    if not jobs.runs_our_trials():
+        jobs.value_names = metrics  # the numbers a user's task returns get these names (search/sweep/jobs.py)
     constraints = parse_constraints(settings.constraints)
     named = named_metrics(metrics, constraints, hooks.named_metrics())
     confirm = check_declared(named, declared_by(probed), jobs.default_study_name())
@@ -86,6 +90,28 @@ def plan_sweep(settings: SweepSettings, jobs: Jobs, hooks: SweepHooks, sweep_dir
     return Plan(space, directions, metrics, constraints, name, storage, sampler, mode, pruner, slots, confirm)
 
 
+def _reproducible(space: Space, jobs: Jobs) -> Space:
+    """Each trial's overrides, which `python -m search export` writes down, also name what the
+    command line left implicit: the objective a default chose, and the config search path a
+    file-based objective was found on (made absolute, so the export runs from any directory)."""
+    given = {o.key_or_group for o in parse_overrides(space.fixed_overrides)}
+    extra = []
+    choice = jobs.config.hydra.runtime.choices.get("objective")
+    if choice and "objective" not in given:
+        extra.append(f"objective={choice}")
+    searchpath = [_absolute(str(p)) for p in jobs.config.hydra.searchpath or []]
+    if searchpath and "hydra.searchpath" not in given:
+        extra.append(f"hydra.searchpath=[{','.join(searchpath)}]")
+    return dataclasses.replace(space, fixed_overrides=extra + space.fixed_overrides)
+
+
+def _absolute(entry: str) -> str:
+    scheme, sep, path = entry.partition("://")
+    if scheme != "file" or not sep or os.path.isabs(path):
+        return entry
+    return f"file://{os.path.abspath(path)}"
+
+
 def _check_knob_values(jobs: Jobs, space: Space) -> list[Any]:
     """Compose the config at every categorical value and each numeric bound,
     and validate each value the way the trial will, so a bad value never
@@ -101,7 +127,10 @@ def _check_knob_values(jobs: Jobs, space: Space) -> list[Any]:
 def _metrics_and_directions(settings: SweepSettings, jobs: Jobs,
                             measures_accuracy: bool) -> tuple[list[str] | None, list[str]]:
     """hydra.sweeper.metrics, less the accuracy ones when the workload measures
-    no accuracy (throughput-only workloads): said once, never invented."""
+    no accuracy (throughput-only workloads): said once, never invented. For a
+    user's own task, what it returns (search/sweep/metric_names.py)."""
+    if not jobs.runs_our_trials():
+        return _own_task_metrics(settings, jobs)
     metrics = settings.metrics
     directions = normalize_directions(settings.direction, metrics)
     if metrics is None or measures_accuracy:
@@ -116,6 +145,23 @@ def _metrics_and_directions(settings: SweepSettings, jobs: Jobs,
         print(f"objective {name!r} measures no accuracy: single-metric sweep on "
               f"{', '.join(m for m, _ in kept)}", flush=True)
     return [m for m, _ in kept], [d for _, d in kept]
+
+
+def _own_task_metrics(settings: SweepSettings, jobs: Jobs) -> tuple[list[str], list[str]]:
+    """A user's own Hydra task, as the old hydra-optuna-sweeper ran it: one value per direction
+    given (named `value`, or `value_0`, `value_1`, ...), minimized when no direction is given (that
+    plugin's default); the metrics named by hydra.sweeper.metrics when given. The sweeper's own
+    defaults (throughput_samples_per_s and val_accuracy, maximized) are this package's trials' only."""
+    given = given_settings(jobs.hydra_context, jobs.config, ("metrics", "objectives", "direction"))
+    if given is None:  # cannot tell: a value other than the sweeper's default was given
+        given = {k for k, v, default in [("metrics", settings.metrics, BUILT_IN_METRICS),
+                                         ("direction", settings.direction, BUILT_IN_DIRECTION)] if v != default}
+    metrics = settings.metrics if given & {"metrics", "objectives"} else None
+    if "direction" in given:
+        directions = normalize_directions(settings.direction, metrics)
+    else:
+        directions = ["minimize"] * len(metrics or [None])
+    return metrics or value_names(len(directions)), directions
 
 
 def _probe_batch_size(jobs: Jobs, space: Space) -> Space:

@@ -3,13 +3,24 @@
 Hydra hands them to the sweeper as keyword arguments of the config
 dataclass (hydra_plugins/search_sweeper, SearchSweeperConf); their numeric
 rules are in search/sweep/settings.py.
+
+Hydra merges the dataclass's defaults with the user's values, so a setting
+equal to its default may or may not have been written; `given_settings`
+tells them apart for the settings whose default depends on the app
+(`metrics` and `direction`: this package's trials or the user's own task,
+search/sweep/planning.py).
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
+
+# The defaults of `metrics` and `direction` in SearchSweeperConf: what this package's trials report.
+BUILT_IN_METRICS = ["throughput_samples_per_s", "val_accuracy"]
+BUILT_IN_DIRECTION = ["maximize", "maximize"]
 
 
 @dataclass
@@ -56,3 +67,31 @@ def sweep_settings(objectives: Any = None, **given: Any) -> SweepSettings:
         values[key] = values.get(key) or {}
     values["constraints"] = values.get("constraints") or []
     return SweepSettings(**values)
+
+
+def given_settings(hydra_context: Any, config: DictConfig, keys: Iterable[str]) -> frozenset[str] | None:
+    """Which of `keys` (hydra.sweeper settings) a config file of the app or the command line sets, as
+    opposed to the sweeper's config dataclass: Hydra's defaults list is read again, file by file.
+    None when Hydra's internals do not answer (a Hydra this was not written for)."""
+    from hydra._internal.defaults_list import create_defaults_list
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    keys = frozenset(keys)
+    try:
+        lines = [*config.hydra.overrides.hydra, *config.hydra.overrides.task]
+        fixed = [o.input_line for o in OverridesParser.create().parse_overrides(lines) if not o.is_sweep_override()]
+        loader = hydra_context.config_loader
+        parsed, repo = loader._parse_overrides_and_create_caching_repo(config.hydra.job.config_name, fixed)
+        given = {o.key_or_group.split(".")[-1] for o in parsed
+                 if o.key_or_group.rpartition(".")[0] == "hydra.sweeper"} & keys
+        defaults = create_defaults_list(repo=repo, config_name=config.hydra.job.config_name, overrides_list=parsed,
+                                        prepend_hydra=True, skip_missing=True).defaults
+        for default in defaults:
+            if default.config_path in (None, "hydra/sweeper/search", "hydra/config"):
+                continue  # the sweeper's config dataclass (and Hydra's own) hold the defaults
+            node = OmegaConf.select(loader._load_single_config(default, repo).config, "hydra.sweeper")
+            if isinstance(node, DictConfig):
+                given |= keys & set(node.keys())
+    except Exception:  # noqa: BLE001 - private Hydra API: any change there means "cannot tell"
+        return None
+    return frozenset(given)
