@@ -3,7 +3,7 @@
 The front table is narrow on purpose (80 columns): the trial, the optimised
 metrics, the speedup over the baseline, and only the knobs whose value
 differs from the baseline's: the user's own configuration (trials with user
-attribute `search.role` = `baseline`), else the study's first complete
+attribute `search.trial_role` = `baseline`), else the study's first complete
 trial. Every other figure and knob is in MLflow and the report. Knob columns
 that do not fit the width are named under the table instead of squeezed.
 """
@@ -16,15 +16,16 @@ from typing import Any
 
 import optuna
 from optuna.trial import FrozenTrial, TrialState
-from rich.console import Console
+from rich.console import Console, Group
 from rich.markup import escape
 from rich.table import Table
 
 from search.reports.labels import fmt, knob_label, metric_label
 from search.sweep.outcome import is_feasible
+from search.sweep.roles import ROLE_ATTR
 
-ROLE_ATTR = "search.role"
 BASELINE = "baseline"
+ANSWER_ATTR = "search.answer"  # study attribute: the confirmed answer, its "trials" among them
 PIPE_WIDTH = 100  # a log file or pipe: the width the tables are laid out for
 _SPEEDUP_METRICS = {"throughput_samples_per_s": 1, "throughput_tokens_per_s": 1, "time_to_accuracy_s": -1}
 
@@ -54,6 +55,13 @@ def reference_trial(study: optuna.Study) -> tuple[FrozenTrial | None, str]:
     return first, (f"trial {first.number}, the first complete one" if first is not None else "")
 
 
+def compare_run_ids(study: optuna.Study) -> list[str]:
+    """The MLflow runs (trial user attribute `mlflow_run_id`) of the baseline's measurements, then of the
+    front: what the sweep's closing compare link puts side by side (search/tracking/mlflow_client.py)."""
+    trials = baseline_trials(study) + front_trials(study)
+    return list(dict.fromkeys(t.user_attrs["mlflow_run_id"] for t in trials if t.user_attrs.get("mlflow_run_id")))
+
+
 def differing_knobs(trials: Sequence[FrozenTrial], reference: FrozenTrial | None) -> list[str]:
     """Knobs some shown trial sets otherwise than `reference`, in the study's order."""
     keys: list[str] = []
@@ -75,15 +83,16 @@ def speedup(name: str, value: float, baseline: Sequence[FrozenTrial]) -> str:
     return f"{ratio:.2f}x"
 
 
-def front_table(study: optuna.Study, metric_names: Sequence[str], width: int | None = None) -> Table:
-    """The front in `width` columns (the console's when None)."""
+def front_table(study: optuna.Study, metric_names: Sequence[str], width: int | None = None) -> Group:
+    """The front in `width` columns (the console's when None): a title line, the table, notes under it."""
     width = width or console().width
     trials = front_trials(study)
     baseline = baseline_trials(study)
     reference, called = reference_trial(study)
     title = "Pareto front" if len(study.directions) > 1 else "Best trials"
-    table = Table(title=f"{title} of study {study.study_name!r} ({len(trials)} trials)", title_justify="left",
-                  caption_justify="left")
+    table = Table()
+    answer = study.user_attrs.get(ANSWER_ATTR)
+    answer_trials = set(answer.get("trials", [])) if isinstance(answer, dict) else set()
     table.add_column("trial", justify="right", no_wrap=True)
     for name, direction in zip(metric_names, study.directions):
         arrow = "↑" if direction == optuna.study.StudyDirection.MAXIMIZE else "↓"
@@ -94,7 +103,7 @@ def front_table(study: optuna.Study, metric_names: Sequence[str], width: int | N
         table.add_column("vs base", justify="right", no_wrap=True)
     rows: list[list[str]] = []
     for t in trials:
-        rows.append([str(t.number), *[fmt(v) for v in t.values],
+        rows.append([f"{t.number}{' *' if t.number in answer_trials else ''}", *[fmt(v) for v in t.values],
                      *([speedup(primary, t.values[0], baseline)] if with_speedup else [])])
     every = list(trials[0].params) if trials else []
     knobs = differing_knobs(trials, reference)
@@ -116,15 +125,15 @@ def front_table(study: optuna.Study, metric_names: Sequence[str], width: int | N
             same = reference is not None and t.params.get(key) == reference.params.get(key)
             cells.append(f"[dim]{value}[/dim]" if same else value)
         table.add_row(*row, *cells)
-    notes = []
+    notes = ["* the answer's trials"] if answer_trials & {t.number for t in trials} else []
     if reference is not None:
         notes.append(f"knobs shown: those that differ from {called}" +
                      (f" ({escape(_pairs(reference.params, every))})" if knobs else ", none do"))
     if left_out:
         notes.append(f"also differ, not shown at this width: {', '.join(left_out)}")
     notes.append("every metric and knob: MLflow and the report")
-    table.caption = "\n".join(notes)
-    return table
+    heading = f"[bold]{title} of study {escape(repr(study.study_name))}[/bold] ({len(trials)} trials)"
+    return Group(heading, table, *(f"[dim]{note}[/dim]" for note in notes))
 
 
 def _pairs(params: Mapping[str, Any], every: Sequence[str]) -> str:

@@ -12,7 +12,8 @@ from optuna.distributions import CategoricalDistribution
 from rich.console import Console
 
 from search.reports.progress import SweepProgress, finished_line, status_line
-from search.reports.tables import BASELINE, ROLE_ATTR, front_table
+from search.reports.tables import BASELINE, front_table
+from search.sweep.roles import ROLE_ATTR
 
 WIDTHS = (80, 100, 200)
 METRICS = ["throughput_samples_per_s", "val_accuracy"]
@@ -120,6 +121,13 @@ def test_the_front_shows_metrics_speedup_and_the_knobs_that_differ_from_the_base
     if len(shown) < len(differing):
         assert f"also differ, not shown at this width: {', '.join(differing[len(shown):])}" in flat(text)
     assert "MLflow and the report" in text
+
+
+def test_the_answers_trials_are_marked() -> None:
+    study = _study(with_baseline=True)
+    study.set_user_attr("search.answer", {"trials": [3], "params": {}, "speedup": 11.8})
+    text = "\n".join(_render(front_table(study, METRICS, 100), 100))
+    assert re.search(r"│ +3 \* │ +12,001 │", text) and "* the answer's trials" in text, text
 
 
 def test_without_a_baseline_the_knobs_are_compared_with_the_first_complete_trial() -> None:
