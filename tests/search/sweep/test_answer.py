@@ -1,0 +1,160 @@
+"""The answer (issue #17): a baseline, staging, interleaved confirmation, a second-seed check.
+
+The arithmetic is checked on its own; one sweep of the paced objective (known,
+steady throughput: batch 128 is twice batch 64) runs the whole path through
+the real CLI, Optuna and MLflow; one digits sweep checks that staging trains a
+set of maths once and times the rest.
+"""
+from __future__ import annotations
+
+import math
+import os
+
+import optuna
+import pytest
+from mlflow.tracking import MlflowClient
+from optuna.distributions import CategoricalDistribution, IntDistribution
+from optuna.storages import JournalStorage
+from optuna.storages.journal import JournalFileBackend
+
+from conftest import TESTS, run_search
+from search.sweep.answer import Answer, Contender, Ratio, eligible, panel_lines, pick, within_noise
+from search.sweep.baseline import baseline_trials, enqueue_baseline, fit_baseline
+from search.sweep.confirm import ROUND_ATTR
+from search.sweep.roles import ROLE_ATTR, SEED_ATTR
+from search.sweep.space import Space
+from search.sweep.staging import ACCURACY_FROM_ATTR, accuracy_source, maths_key, with_inherited_accuracy
+from sweep_results import load_study, runs
+
+PACED = ["objective=custom", "objective.callable=paced_objective:objective", "hydra.sweeper.params=null",
+         "batch_size=choice(64,128)", "hydra.sweeper.seed=0"]
+
+
+def test_ratio_is_the_geometric_mean_with_a_t_interval():
+    r = Ratio.of([200.0, 220.0, 210.0], [100.0, 100.0, 100.0])
+    logs = [math.log(2.0), math.log(2.2), math.log(2.1)]
+    mean = sum(logs) / 3
+    sd = math.sqrt(sum((x - mean) ** 2 for x in logs) / 2)
+    assert r.estimate == pytest.approx(math.exp(mean))
+    assert r.low == pytest.approx(math.exp(mean - 4.303 * sd / math.sqrt(3)), rel=1e-4)
+    assert r.high == pytest.approx(math.exp(mean + 4.303 * sd / math.sqrt(3)), rel=1e-4)
+    assert r.rounds == 3 and not r.holds(1.0)
+
+
+def test_contenders_are_those_at_the_accuracy_floor_within_noise_of_the_fastest():
+    cs = [Contender({"b": 1}, 100.0, 0.97), Contender({"b": 2}, 300.0, 0.90), Contender({"b": 3}, 95.0, 0.975),
+          Contender({"b": 4}, 80.0, 0.99)]
+    ranked = eligible(cs, floor=0.965)
+    assert [c.params["b"] for c in ranked] == [1, 3, 4]  # 0.90 is below the floor, however fast
+    assert [c.params["b"] for c in within_noise(ranked, 0.10, 3)] == [1, 3]
+
+
+def test_a_tie_goes_to_fewer_devices_then_less_memory():
+    rounds = [100.0, 102.0, 98.0]
+    one = (Contender({"d": 1}, 100, 0.97, devices=1, peak_memory_bytes=5e8), Ratio.of(rounds, [50.0] * 3), rounds)
+    two = (Contender({"d": 2}, 101, 0.97, devices=2, peak_memory_bytes=4e8),
+           Ratio.of([101.0, 101.0, 100.0], [50.0] * 3), [101.0, 101.0, 100.0])
+    chosen, tied, rule = pick([two, one])
+    assert chosen == 1 and tied == [0] and "fewer devices" in rule
+    clear = (Contender({"d": 2}, 200, 0.97, devices=2), Ratio.of([200.0, 201.0, 199.0], [50.0] * 3),
+             [200.0, 201.0, 199.0])
+    assert pick([one, clear]) == (1, [], "the fastest in confirmation")
+
+
+def test_the_panel_says_speedup_interval_and_both_accuracies():
+    a = Answer({"batch_size": 128, "precision": "bf16"}, ["batch_size=128", "precision=bf16"], False, 1.9, 1.8, 2.0,
+               4, 0.912, 0.915, 0.005, seed_check={"seed": 1, "val_accuracy": 0.91, "baseline_val_accuracy": 0.912,
+                                                   "passed": True})
+    lines = panel_lines(a, {"batch_size": 64, "precision": "bf16"})
+    assert lines[0] == "batch_size=128: 1.90x your configuration (95% CI 1.80-2.00, 4 interleaved rounds)"
+    assert lines[1] == "val_accuracy 0.9120 vs 0.9150 at tolerance 0.005"
+    assert "seed 1" in lines[2] and "passed" in lines[2]
+    assert Answer.from_dict(a.to_dict()) == a
+
+
+def test_the_baseline_widens_the_space_and_runs_once_per_missing_repeat():
+    space = Space({"batch_size": CategoricalDistribution([32, 128]), "threads": IntDistribution(2, 4)}, [])
+    widened, notes = fit_baseline(space, {"batch_size": 64, "threads": 1})
+    assert list(widened.distributions["batch_size"].choices) == [32, 128, 64]
+    assert (widened.distributions["threads"].low, widened.distributions["threads"].high) == (1, 4)
+    assert len(notes) == 2 and all("not in the space: added to it" in n for n in notes)
+    assert fit_baseline(widened, {"batch_size": 64, "threads": 1})[1] == []
+
+    study = optuna.create_study(directions=["maximize", "maximize"])
+    assert enqueue_baseline(study, {"batch_size": 64}, 2, seed=0) == 2
+    assert enqueue_baseline(study, {"batch_size": 64}, 2, seed=0) == 0  # a resumed study has them
+    first, second = baseline_trials(study)
+    assert first.user_attrs[ROLE_ATTR] == "baseline" and SEED_ATTR not in first.user_attrs
+    assert second.user_attrs[SEED_ATTR] == 1
+
+
+def test_staging_takes_accuracy_from_a_trial_with_the_same_maths():
+    study = optuna.create_study(directions=["maximize", "maximize"])
+    dist = {"batch_size": CategoricalDistribution([64, 128]), "loader.num_workers": CategoricalDistribution([0, 1])}
+    trained = study.ask(dist)
+    trained.set_user_attr("outcome", "ok")
+    trained.set_user_attr("metrics", {"val_accuracy": 0.97, "val_loss": 0.1, "throughput_samples_per_s": 500.0})
+    study.tell(trained, [500.0, 0.97])
+    params = dict(trained.params)
+    workers = {**params, "loader.num_workers": 1 - params["loader.num_workers"]}
+    other_batch = {**params, "batch_size": 192 - params["batch_size"]}
+    assert maths_key(workers) == maths_key(params) != maths_key(other_batch)
+    assert accuracy_source(study, workers) == trained.number
+    assert accuracy_source(study, other_batch) is None
+    study.enqueue_trial(workers, user_attrs={ACCURACY_FROM_ATTR: trained.number})
+    timed = study.ask(dist)
+    merged = with_inherited_accuracy(study, timed, {"outcome": "ok", "metrics": {"throughput_samples_per_s": 600.0}})
+    assert merged["metrics"] == {"throughput_samples_per_s": 600.0, "val_accuracy": 0.97, "val_loss": 0.1}
+
+
+def test_a_sweep_ends_with_a_confirmed_answer(workdir):
+    """Batch 128 of the paced objective runs twice as fast as the baseline's 64 at the same accuracy."""
+    env = {"PYTHONPATH": os.pathsep.join([str(TESTS.parent), str(TESTS)])}
+    result = run_search("multirun", *PACED, "hydra.sweeper.n_trials=3", "hydra.sweeper.baseline_repeats=2",
+                        "hydra.sweeper.confirm_budget=1.0", cwd=workdir, env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    out = " ".join(result.stdout.split())
+    [name] = optuna.get_all_study_names(JournalStorage(JournalFileBackend(str(workdir / "optuna.journal"))))
+    study = load_study(workdir, name)  # named after the objective's callable
+    trials = study.get_trials(deepcopy=False)
+    assert [t.user_attrs.get(ROLE_ATTR) for t in trials[:2]] == ["baseline", "baseline"]
+    assert trials[0].params == {"batch_size": 64} and trials[1].user_attrs[SEED_ATTR] == 1
+    confirms = [t for t in trials if t.user_attrs.get(ROLE_ATTR) == "confirm"]
+    rounds = sorted({t.user_attrs[ROUND_ATTR] for t in confirms})
+    assert len(rounds) >= 3
+    order = [[t.params["batch_size"] for t in confirms if t.user_attrs[ROUND_ATTR] == r] for r in rounds[:2]]
+    assert order == [[64, 128], [128, 64]]  # interleaved, reversed every other round
+    answer = Answer.from_dict(study.user_attrs["search.answer"])
+    assert answer.params == {"batch_size": 128} and not answer.is_baseline
+    assert 1.5 < answer.ci_low <= answer.speedup <= answer.ci_high < 2.6, answer
+    assert answer.seed_check is not None and answer.seed_check["passed"] and answer.seed_check["seed"] == 1
+    assert [t.params for t in trials if t.user_attrs.get(ROLE_ATTR) == "seed_check"] == [{"batch_size": 128}]
+    assert "batch_size=128" in answer.overrides
+    assert "the answer" in out and f"{answer.speedup:.2f}x your configuration (95% CI" in out
+    [sweep] = runs(workdir, "sweep")
+    assert sweep.data.metrics["speedup_vs_baseline"] == pytest.approx(answer.speedup)
+    assert sweep.data.metrics["speedup_vs_baseline_ci_low"] == pytest.approx(answer.ci_low)
+    assert "batch_size=128" in sweep.data.tags["search.answer.overrides"]
+    trial_runs = runs(workdir, "trial")
+    assert {r.data.tags.get(ROLE_ATTR) for r in trial_runs} >= {"baseline", "confirm", "seed_check"}
+
+
+def test_staging_trains_a_set_of_maths_once(workdir):
+    """Worker counts leave the maths alone: after the baseline trained, they are timed, not trained."""
+    result = run_search("multirun", "hydra.sweeper.params=null", "loader.num_workers=choice(0,1)",
+                        "train.budget_samples=3000", "hydra.sweeper.n_trials=2", "hydra.sweeper.baseline_repeats=1",
+                        "hydra.sweeper.confirm_budget=0", "hydra.sweeper.seed=0", cwd=workdir)
+    assert result.returncode == 0, result.stderr[-3000:]
+    trials = load_study(workdir).get_trials(deepcopy=False)
+    assert ACCURACY_FROM_ATTR not in trials[0].user_attrs  # the baseline trains
+    timed = [t for t in trials[1:] if t.user_attrs.get(ACCURACY_FROM_ATTR) == 0]
+    assert timed, [t.user_attrs for t in trials]
+    for t in timed:
+        assert t.user_attrs["metrics"]["val_accuracy"] == trials[0].user_attrs["metrics"]["val_accuracy"]
+        assert t.user_attrs["metrics"]["steps"] < trials[0].user_attrs["metrics"]["steps"]
+        assert "eval_wall_s" not in t.user_attrs["metrics"] and "eval_wall_s" in trials[0].user_attrs["metrics"]
+        assert "train.throughput_only=true" in t.user_attrs["overrides"]
+    client = MlflowClient(f"sqlite:///{workdir}/mlflow.db")
+    tagged = [r for r in runs(workdir, "trial") if r.data.tags.get(ACCURACY_FROM_ATTR) == "0"]
+    assert tagged and all(client.get_run(r.info.run_id).data.tags.get("search.info.measured") == "throughput_only"
+                          for r in tagged)
