@@ -12,10 +12,13 @@ would otherwise squash every axis.
 from __future__ import annotations
 
 import html
+import logging
 import warnings
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import optuna
 
@@ -54,7 +57,29 @@ def _figures(study: optuna.Study, metric_names: Sequence[str]) -> list[tuple[str
     return out
 
 
+@contextmanager
+def _quiet_matplotlib() -> Iterator[None]:
+    """matplotlib's log records ("Using categorical units to plot a list of strings that are all
+    parsable as floats", the font cache) below ERROR stay out of the sweep's output: under Hydra they
+    reach the root logger's handlers (an app's console, a job's log). Its warnings are Optuna's
+    "experimental" ones. Both are restored after."""
+    logger = logging.getLogger("matplotlib")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        logger.setLevel(level)
+
+
 def write_plots(study: optuna.Study, metric_names: Sequence[str], out_dir: Path) -> Plots:
+    with _quiet_matplotlib():
+        return _write_plots(study, metric_names, out_dir)
+
+
+def _write_plots(study: optuna.Study, metric_names: Sequence[str], out_dir: Path) -> Plots:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -70,21 +95,19 @@ def write_plots(study: optuna.Study, metric_names: Sequence[str], out_dir: Path)
         ran = len(measured.trials)
         plots.skipped.append(f"no plots yet: they need 2 trials that ran ok, the study has {ran}")
         return plots
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # Optuna marks its matplotlib plots experimental
-        for stem, title, make in _figures(measured, metric_names):
-            try:
-                figure = make(interactive)
-                axes = make(static)
-            except Exception as err:  # e.g. importances need two distinct values of some knob
-                plots.skipped.append(f"no plot of {title}: {' '.join(str(err).split())[:160]}")
-                continue
-            first = axes.flat[0] if hasattr(axes, "flat") else axes
-            first.figure.savefig(out_dir / f"{stem}.png", dpi=100, bbox_inches="tight")
-            plt.close(first.figure)
-            plots.files.append(out_dir / f"{stem}.png")
-            figure.update_layout(title=title)
-            sections.append(figure.to_html(full_html=False, include_plotlyjs=not sections))
+    for stem, title, make in _figures(measured, metric_names):
+        try:
+            figure = make(interactive)
+            axes = make(static)
+        except Exception as err:  # e.g. importances need two distinct values of some knob
+            plots.skipped.append(f"no plot of {title}: {' '.join(str(err).split())[:160]}")
+            continue
+        first = axes.flat[0] if hasattr(axes, "flat") else axes
+        first.figure.savefig(out_dir / f"{stem}.png", dpi=100, bbox_inches="tight")
+        plt.close(first.figure)
+        plots.files.append(out_dir / f"{stem}.png")
+        figure.update_layout(title=title)
+        sections.append(figure.to_html(full_html=False, include_plotlyjs=not sections))
     page = out_dir / "plots.html"
     page.write_text(f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(study.study_name)}"
                     f"</title></head><body><h1>Study {html.escape(study.study_name)}</h1>{''.join(sections)}"
