@@ -4,12 +4,15 @@ that could hold a URL goes through `redact` first."""
 from __future__ import annotations
 
 import fcntl
+import json
 import math
 import os
 import time
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any
+from urllib.parse import quote, urlsplit, urlunsplit
 
 import mlflow
 from mlflow.entities import Metric, Param, RunTag
@@ -32,10 +35,47 @@ def configure_client() -> None:
     os.environ["MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT"] = "true"
 
 
+LOCAL_UI = "http://127.0.0.1:5000"  # where `mlflow ui` serves a local store by default
+# The runs table of MLflow 3.x opens in its GenAI view unless the address asks for the model-training one
+# (the experiment's mlflow.experimentKind tag alone does not change that in MLflow 3.17).
+TRAINING_VIEW = "workflowType=machine_learning"
+
+
 def how_to_look() -> str:
     """The command (local store) or address (server) that shows the runs."""
     uri = redact(mlflow.get_tracking_uri())
     return f"open {uri}" if uri.startswith(("http://", "https://")) else f"mlflow ui --backend-store-uri {uri}"
+
+
+def ui_base() -> str:
+    """The MLflow UI's address: the tracking server's (without user info: the browser asks for it), or
+    that of `mlflow ui` on a local store."""
+    uri = mlflow.get_tracking_uri()
+    if not uri.startswith(("http://", "https://")):
+        return LOCAL_UI
+    parts = urlsplit(uri)
+    host = parts.netloc.rsplit("@", 1)[-1]
+    return redact(urlunsplit((parts.scheme, host, parts.path.rstrip("/"), "", "")))
+
+
+def experiment_url(experiment_id: str) -> str:
+    """The experiment's runs table, in MLflow's model-training view."""
+    return f"{ui_base()}/#/experiments/{experiment_id}?{TRAINING_VIEW}"
+
+
+def compare_url(run_ids: Sequence[str]) -> str | None:
+    """The MLflow UI page that puts these runs side by side (params, metrics); None when there are
+    fewer than two runs or MLflow does not answer."""
+    run_ids = list(dict.fromkeys(r for r in run_ids if r))
+    if len(run_ids) < 2:
+        return None
+    client = MlflowClient()
+    try:
+        experiments = list(dict.fromkeys(client.get_run(r).info.experiment_id for r in run_ids))
+    except Exception:  # noqa: BLE001 - MLflow down or a run gone: no link, the sweep's results stand
+        return None
+    runs, ids = (quote(json.dumps(x, separators=(",", ":"))) for x in (run_ids, experiments))
+    return f"{ui_base()}/#/compare-runs?runs={runs}&experiments={ids}"
 
 
 def log_values(client: MlflowClient, run_id: str, params: Mapping[str, Any] | None = None,

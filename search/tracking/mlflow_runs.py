@@ -27,6 +27,10 @@ RUN_STATUS = {"ok": "FINISHED", "stopped_early": "KILLED"}  # stopped on purpose
 RETRY_AFTER_S = 10.0  # after a failed write, wait this long before trying MLflow again
 UNLOGGED_FILE = "mlflow-unlogged.json"  # in the sweep dir: what MLflow lacked when the sweep ended
 UNLOGGED_TAG = "search.unlogged_file"  # on the sweep's run: where that file would be (search/tracking/mlflow_repair.py)
+# The experiment tag MLflow 3's UI reads (and its "Model training" switch writes): the experiment holds training
+# runs, not GenAI traces and evaluations.
+EXPERIMENT_KIND = "mlflow.experimentKind"
+MODEL_TRAINING = "custom_model_development"
 
 
 def flatten(cfg: Any, prefix: str = "") -> dict[str, Any]:
@@ -94,17 +98,19 @@ def start_sweep(experiment_name: str, study_name: str, params: Mapping[str, Any]
 
 
 def _experiment_id(client: MlflowClient, name: str) -> str:
-    """The experiment's id, made if missing; workers started together race to make it."""
+    """The experiment's id, made if missing (workers started together race to make it), and marked
+    as model training (EXPERIMENT_KIND) unless it already says what it is."""
     experiment = client.get_experiment_by_name(name)
-    if experiment is not None:
-        return experiment.experiment_id
-    try:
-        return client.create_experiment(name)
-    except mlflow.exceptions.MlflowException:
-        experiment = client.get_experiment_by_name(name)  # another worker made it first
-        if experiment is None:
-            raise
-        return experiment.experiment_id
+    if experiment is None:
+        try:
+            return client.create_experiment(name, tags={EXPERIMENT_KIND: MODEL_TRAINING})
+        except mlflow.exceptions.MlflowException:
+            experiment = client.get_experiment_by_name(name)  # another worker made it first
+            if experiment is None:
+                raise
+    if EXPERIMENT_KIND not in experiment.tags:  # made by an earlier version, or by hand
+        client.set_experiment_tag(experiment.experiment_id, EXPERIMENT_KIND, MODEL_TRAINING)
+    return experiment.experiment_id
 
 
 def start_trial(sweep: Sweep, trial_number: int, params: Mapping[str, Any]) -> str | None:

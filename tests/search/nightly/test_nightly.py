@@ -11,30 +11,28 @@ kept in pytest's tmp dir, and in $SEARCH_TEST_ARTIFACTS when that is set.
 """
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
 import subprocess
-import urllib.parse
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 import optuna
 import pytest
 import yaml
+from conftest import REPO, TESTS, run_search
 from mlflow.tracking import MlflowClient
 from omegaconf import OmegaConf
 from optuna.storages import JournalStorage
 from optuna.storages.journal import JournalFileBackend
+from servers import MlflowServer
 
 from search.errors import EXIT_REGRESSION
 from search.nightly.night import ROLE, VERDICT
-from search.tracking.mlflow_runs import flatten
-from servers import MlflowServer
-
-from conftest import REPO, TESTS, run_search
+from search.tracking.mlflow_client import compare_url, experiment_url
+from search.tracking.mlflow_runs import EXPERIMENT_KIND, MODEL_TRAINING, flatten
 
 pytestmark = pytest.mark.slow
 
@@ -156,26 +154,25 @@ def render(url: str, screenshot: Path, profile: Path) -> str:
     if os.geteuid() == 0:
         args.insert(1, "--no-sandbox")  # Chromium refuses to run as root with its sandbox
     dom = subprocess.run(args, capture_output=True, text=True, timeout=300).stdout
-    text = re.sub(r"<script.*?</script>|<style.*?</style>", " ", dom, flags=re.S)
+    text = re.sub(r"<script.*?</script>|<style.*?</style>", " ", dom, flags=re.DOTALL)
     return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", text))
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (Debian: apt-get install -y chromium; .ci/run does)")
-def test_the_trials_of_a_night_compare_side_by_side_in_the_mlflow_ui(nights: Nights, tmp_path: Path) -> None:
+def test_the_trials_of_a_night_compare_side_by_side_in_the_mlflow_ui(nights: Nights, tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     client = nights.client
     experiment = client.get_experiment_by_name("nightly-custom")
     trials = client.search_runs([experiment.experiment_id], max_results=10, filter_string=(
         "tags.`search.role` = 'trial' and tags.`search.study_name` = 'night-1'"))
     assert len(trials) >= 3
-    runs = urllib.parse.quote(json.dumps([r.info.run_id for r in trials]))
-    ids = urllib.parse.quote(json.dumps([experiment.experiment_id]))
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", nights.server.uri)
+    url = compare_url([r.info.run_id for r in trials])  # the link a sweep prints at its end
+    assert url is not None and url.startswith(f"{nights.server.uri}/#/compare-runs?runs=")
     shot = tmp_path / "mlflow-ui-compare-trials.png"
     (tmp_path / "chromium-profile").mkdir()
-    text = render(f"{nights.server.uri}/#/compare-runs?runs={runs}&experiments={ids}", shot, tmp_path / "chromium-profile")
-    if os.environ.get("SEARCH_TEST_ARTIFACTS"):
-        Path(os.environ["SEARCH_TEST_ARTIFACTS"]).mkdir(parents=True, exist_ok=True)
-        shutil.copy(shot, Path(os.environ["SEARCH_TEST_ARTIFACTS"]) / shot.name)
-    assert shot.stat().st_size > 10_000
+    text = render(url, shot, tmp_path / "chromium-profile")
+    keep(shot)
     assert f"Comparing {len(trials)} Runs from 1 Experiment" in text, text[:2000]
     for run in trials:
         assert run.info.run_name in text and run.info.run_id in text
@@ -187,3 +184,29 @@ def test_the_trials_of_a_night_compare_side_by_side_in_the_mlflow_ui(nights: Nig
         assert f" {name} " in metrics, name
     for run in trials:
         assert f"{run.data.metrics['val_accuracy']:.3g}"[:4] in metrics  # each trial's value is on the page
+
+
+def keep(shot: Path) -> None:
+    assert shot.stat().st_size > 10_000
+    if os.environ.get("SEARCH_TEST_ARTIFACTS"):
+        Path(os.environ["SEARCH_TEST_ARTIFACTS"]).mkdir(parents=True, exist_ok=True)
+        shutil.copy(shot, Path(os.environ["SEARCH_TEST_ARTIFACTS"]) / shot.name)
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (Debian: apt-get install -y chromium; .ci/run does)")
+def test_the_experiment_opens_on_its_training_runs_not_the_genai_view(nights: Nights, tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """MLflow 3.17 opens an experiment in its GenAI view (traces, "Evaluation runs") unless the address asks
+    for model training; the experiment is tagged as model training too, for the MLflow versions that read it."""
+    experiment = nights.client.get_experiment_by_name("nightly-custom")
+    assert experiment.tags[EXPERIMENT_KIND] == MODEL_TRAINING
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", nights.server.uri)
+    url = experiment_url(experiment.experiment_id)  # the address a sweep prints at its end
+    shot = tmp_path / "mlflow-ui-experiment.png"
+    (tmp_path / "chromium-profile").mkdir()
+    text = render(url, shot, tmp_path / "chromium-profile")
+    keep(shot)
+    assert "Evaluation runs" not in text and "Observability" not in text, text[:2000]
+    assert " Runs " in text and " matching runs" in text, text[:2000]
+    sweeps = nights.client.search_runs([experiment.experiment_id], "tags.`search.role` = 'sweep'")
+    assert sweeps and all(run.info.run_name in text for run in sweeps)  # the sweeps' runs, their trials under them
