@@ -2,7 +2,8 @@
 
 Hydra meanings are kept: `range(start, stop[, step])` stops before `stop`
 (the old Optuna sweeper plugin made it inclusive), `interval(a, b)` is
-continuous, `tag(log, ...)` samples on a log scale.
+continuous, `tag(log, ...)` samples on a log scale, `tag(int, interval(a, b))`
+integers from a to b (both included).
 """
 from __future__ import annotations
 
@@ -78,6 +79,11 @@ def distribution_from_override(override: Override) -> BaseDistribution:
                            f"fix: swap or widen the bounds")
         if log and low <= 0:
             raise BadInput(f"tag(log, interval(low, high)) needs low > 0; got {key} low={value.start}; fix: use a positive low")
+        if "int" in value.tags:  # integers from low to high, both included, as the old Optuna sweeper plugin read it
+            if math.ceil(low) > math.floor(high):
+                raise BadInput(f"tag(int, interval(low, high)) needs an integer in [low, high]; got "
+                               f"{key}=interval({value.start}, {value.end}); fix: widen the bounds")
+            return IntDistribution(math.ceil(low), math.floor(high), log=log)
         return FloatDistribution(low, high, log=log)
     raise BadInput(f"{key} is not a sweep (choice, range, interval); got {override.input_line}; fix: use choice(...)")
 
