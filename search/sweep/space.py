@@ -9,13 +9,25 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
-from hydra.core.override_parser.types import ChoiceSweep, IntervalSweep, Override, RangeSweep, Transformer
+from hydra.core.override_parser.types import (
+    ChoiceSweep,
+    IntervalSweep,
+    Override,
+    RangeSweep,
+    Transformer,
+)
 from hydra.errors import OverrideParseException
-from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
+from optuna.distributions import (
+    BaseDistribution,
+    CategoricalDistribution,
+    FloatDistribution,
+    IntDistribution,
+)
 
 from search.errors import BadInput
 
@@ -114,6 +126,39 @@ def build_space(params: Mapping[str, Any] | None, arguments: Sequence[str]) -> S
         raise BadInput("the search space must vary at least one knob; got no choice/range/interval in "
                        "hydra.sweeper.params or the command line; fix: e.g. batch_size=choice(32,64)")
     return Space(distributions=distributions, fixed_overrides=fixed)
+
+
+def covers(declared: str, key: str) -> bool:
+    """A declared knob names `key` itself or a section holding it (`loader` covers `loader.num_workers`)."""
+    return key == declared or key.startswith(f"{declared}.")
+
+
+def keep_applied(space: Space, applied: Sequence[str] | None, who: str,
+                 known: Iterable[str] | None = None) -> tuple[Space, str | None]:
+    """The space less the swept knobs an objective says it does not apply, and the one line that says
+    so (None when nothing is dropped). `applied` lists dotted keys or sections (`batch_size`,
+    `loader`); None means the objective declares nothing and keeps the whole space. `known` (the
+    composed trial config's keys) catches a declared name that is no knob. `who` names the objective
+    in the messages (`objective.callable myproj.train:objective`)."""
+    if applied is None:
+        return space, None
+    if known is not None:
+        known = list(known)
+        unknown = [d for d in applied if not any(covers(d, k) for k in known)]
+        if unknown:
+            raise BadInput(f"{who} must declare knobs of the trial config; got {', '.join(map(repr, unknown))}, "
+                           f"which it has none of; fix: name keys such as 'batch_size' or 'loader.num_workers', "
+                           f"or sections such as 'loader'")
+    kept = {k: d for k, d in space.distributions.items() if any(covers(a, k) for a in applied)}
+    dropped = [k for k in space.distributions if k not in kept]
+    if not kept:
+        raise BadInput(f"the search space must vary a knob {who} applies; got {', '.join(space.distributions)}, and "
+                       f"it applies only {', '.join(applied) or 'none'}; fix: sweep one of those (e.g. "
+                       f"'{applied[0] if applied else 'batch_size'}=choice(...)') or declare the knobs it applies")
+    if not dropped:
+        return space, None
+    line = (f"not searched: {', '.join(dropped)}: {who} applies only {', '.join(applied)}")
+    return Space(kept, space.fixed_overrides, space.forbids), line
 
 
 def _param_lines(params: Mapping[str, Any], prefix: str = "") -> Iterator[str]:

@@ -2,10 +2,21 @@
 from __future__ import annotations
 
 import pytest
-from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
+from optuna.distributions import (
+    CategoricalDistribution,
+    FloatDistribution,
+    IntDistribution,
+)
 
 from search.errors import BadInput
-from search.sweep.space import build_space, distribution_from_override, grid_values, parse_overrides, to_override
+from search.sweep.space import (
+    build_space,
+    distribution_from_override,
+    grid_values,
+    keep_applied,
+    parse_overrides,
+    to_override,
+)
 
 
 def dist(line: str):
@@ -91,3 +102,36 @@ def test_sampled_values_become_overrides_hydra_parses_back(key, value, line) -> 
 def test_grid_keeps_hydras_stop_exclusive_range() -> None:
     space = build_space({}, ["a=range(1, 4)", "b=choice(x, y)"])
     assert grid_values(space.distributions) == {"a": [1, 2, 3], "b": ["x", "y"]}
+
+
+DEFAULT_SPACE = {"batch_size": "choice(32,64)", "loader.num_workers": "choice(0,1,2)",
+                 "loader.persistent_workers": "choice(false,true)", "precision": "choice(fp32,bf16)",
+                 "model_pruning.ratio": "choice(0.0,0.5)", "parallel.devices": "choice(1,2)"}
+KNOWN = ["batch_size", "loader.num_workers", "loader.persistent_workers", "precision", "model_pruning.ratio",
+         "model_pruning.method", "parallel.devices", "train.budget_samples"]
+WHO = "objective.callable myproj.train:objective"
+
+
+def test_an_objective_that_declares_its_knobs_keeps_only_those_said_in_one_line() -> None:
+    space = build_space(DEFAULT_SPACE, ["train.budget_samples=800"])
+    kept, line = keep_applied(space, ["batch_size", "loader"], WHO, KNOWN)
+    assert list(kept.distributions) == ["batch_size", "loader.num_workers", "loader.persistent_workers"]
+    assert kept.fixed_overrides == ["train.budget_samples=800"]
+    assert line == ("not searched: precision, model_pruning.ratio, parallel.devices: "
+                    "objective.callable myproj.train:objective applies only batch_size, loader")
+
+
+def test_an_objective_that_declares_nothing_or_everything_keeps_the_space() -> None:
+    space = build_space(DEFAULT_SPACE, [])
+    assert keep_applied(space, None, WHO, KNOWN) == (space, None)
+    assert keep_applied(space, ["batch_size", "loader", "precision", "model_pruning", "parallel"], WHO, KNOWN)[1] is None
+
+
+@pytest.mark.parametrize("applied, message", [
+    (["batch_size", "loader.num_worker"], "got 'loader.num_worker', which it has none of"),
+    (["train"], "must vary a knob objective.callable myproj.train:objective applies; got batch_size, "),
+    ([], "it applies only none"),
+])
+def test_a_declaration_that_names_no_knob_or_leaves_nothing_to_search_is_bad_input(applied, message) -> None:
+    with pytest.raises(BadInput, match=message):
+        keep_applied(build_space(DEFAULT_SPACE, []), applied, WHO, KNOWN)
