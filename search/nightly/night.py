@@ -1,7 +1,8 @@
 """`python -m search nightly`: one study per night, compared with earlier nights.
 
-Before the search: the best configuration of the last night on the same
-hardware (the incumbent) is enqueued `repeats` times, so it is measured
+Before the search: the confirmed answer of the last night on the same
+hardware (search/sweep/confirm.py; its best configuration when it has none)
+is the incumbent, enqueued `repeats` times, so it is measured
 again under tonight's software, and the best other configurations of
 earlier nights (`warm_start`) once each; the sampler then proposes
 `n_trials` new ones. After it: tonight's best is measured until it has
@@ -27,6 +28,8 @@ from optuna.distributions import BaseDistribution
 
 from search.measure import fingerprint
 from search.tracking.mlflow_client import log_report
+from search.sweep.answer import ANSWER_ATTR
+from search.sweep.staging import ACCURACY_FROM_ATTR
 from search.reports.choose import Candidate, best, candidates, key, ranked
 from search.errors import EXIT_NIGHTLY_FAILED, EXIT_REGRESSION
 from search.nightly.regression import compare
@@ -87,7 +90,7 @@ def start(cfg: Mapping[str, Any], study: optuna.Study, storage: Any,
     night = Night(cfg, study, _earlier_nights(storage, cfg["series"], study.study_name))
     metric, here = cfg["metric"], hardware(study)
     for past in night.earlier:
-        if hardware(past) == here and (found := best(candidates(past.get_trials(deepcopy=False)), metric)):
+        if hardware(past) == here and (found := _incumbent(past, metric)):
             night.incumbent, night.incumbent_night = found, past.study_name
             break
     if night.incumbent is not None and _fits(night.incumbent.params, distributions):
@@ -107,6 +110,23 @@ def start(cfg: Mapping[str, Any], study: optuna.Study, storage: Any,
     print(f"nightly: {len(night.earlier)} earlier nights in series {cfg['series']!r}; {inc}; "
           f"{len(warm)} warm-start configurations enqueued", flush=True)
     return night
+
+
+def _incumbent(past: optuna.Study, metric: str) -> Candidate | None:
+    """That night's confirmed answer (search/sweep/confirm.py), or, for a night without one (no baseline),
+    its best configuration by `metric`."""
+    trials = past.get_trials(deepcopy=False)
+    answer = past.user_attrs.get(ANSWER_ATTR)
+    if answer:
+        # Its trials that trained the whole budget, as tonight's repeats do, when it has some: a throughput-only
+        # confirmation run (search/sweep/staging.py) times fewer steps.
+        full = [t for t in trials if ACCURACY_FROM_ATTR not in t.user_attrs]
+        for pool in (full, trials):
+            chosen = next((c for c in candidates(pool) if key(c.params) == key(answer["params"])
+                           and metric in c.metrics), None)
+            if chosen is not None:
+                return chosen
+    return best(candidates(trials), metric)
 
 
 def run_tags(night: Night) -> dict[str, str]:

@@ -24,6 +24,7 @@ import optuna
 from omegaconf import OmegaConf
 from optuna.trial import TrialState
 
+from search.sweep.no_repeat import REPLACES_ATTR
 from search.sweep.roles import ROLE_ATTR, SEED_ATTR
 
 # Knobs (config paths) that leave the trained model's maths unchanged; everything else swept is maths.
@@ -60,9 +61,13 @@ def accuracy_source(study: optuna.Study, params: Mapping[str, Any], but: int | N
 
 def staged(study: optuna.Study, trial: optuna.Trial, enabled: bool) -> list[str]:
     """The overrides that make this trial throughput-only, or none: the trial trains fully when staging
-    is off, when it is the baseline or a seed check, or when nothing with its maths trained yet."""
-    if not enabled or trial.user_attrs.get(ROLE_ATTR) == "baseline" or SEED_ATTR in trial.user_attrs:
+    is off, when it was enqueued for itself (the baseline, a seed check, a retry, nightly's repeats; the
+    confirmation's rounds are timed), or when nothing with its maths trained yet."""
+    if not enabled or SEED_ATTR in trial.user_attrs:
         return []
+    enqueued = "fixed_params" in study._storage.get_trial_system_attrs(trial._trial_id)
+    if enqueued and trial.user_attrs.get(ROLE_ATTR) != "confirm" and REPLACES_ATTR not in trial.user_attrs:
+        return []  # the baseline, a retry, nightly's repeats: measured as they were asked for, in full
     source = trial.user_attrs.get(ACCURACY_FROM_ATTR)
     if source is None:
         source = accuracy_source(study, trial.params, but=trial.number)

@@ -158,3 +158,20 @@ def test_staging_trains_a_set_of_maths_once(workdir):
     tagged = [r for r in runs(workdir, "trial") if r.data.tags.get(ACCURACY_FROM_ATTR) == "0"]
     assert tagged and all(client.get_run(r.info.run_id).data.tags.get("search.info.measured") == "throughput_only"
                           for r in tagged)
+
+
+def test_nightly_takes_the_confirmed_answer_as_its_incumbent():
+    from search.nightly.night import _incumbent
+
+    study = optuna.create_study(directions=["maximize", "maximize"])
+    dist = {"batch_size": CategoricalDistribution([64, 128, 256])}
+    for batch, throughput in ((64, 100.0), (128, 190.0), (256, 400.0)):
+        study.enqueue_trial({"batch_size": batch})
+        t = study.ask(dist)
+        t.set_user_attr("outcome", "ok")
+        t.set_user_attr("metrics", {"throughput_samples_per_s": throughput, "val_accuracy": 0.9})
+        study.tell(t, [throughput, 0.9])
+    metric = "throughput_samples_per_s"
+    assert _incumbent(study, metric).params == {"batch_size": 256}  # no answer: the fastest
+    study.set_user_attr("search.answer", {"params": {"batch_size": 128}})  # 256 lost the accuracy check, say
+    assert _incumbent(study, metric).params == {"batch_size": 128}
