@@ -121,7 +121,7 @@ class SweepProgress:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.running.clear()
+        self.running = {}
         self._progress.__exit__(*exc)
 
     def renderable(self, width: int) -> RenderableType:
@@ -133,8 +133,8 @@ class SweepProgress:
         self._progress.refresh()
 
     def started(self, numbers: Sequence[int], params: Mapping[str, Any]) -> None:
-        for number in numbers:
-            self.running[number] = dict(params)
+        # Replaced, never changed in place: the display's refresh thread iterates over it.
+        self.running = {**self.running, **{number: dict(params) for number in numbers}}
         self._progress.refresh()
 
     def finished(self, number: int, outcome: str, metrics: Mapping[str, float], params: Mapping[str, Any],
@@ -144,7 +144,7 @@ class SweepProgress:
                 if name in metrics:
                     better = max if direction == "maximize" else min
                     self._best[name] = better(self._best.get(name, metrics[name]), metrics[name])
-        self.running.pop(number, None)
+        self.running = {n: p for n, p in self.running.items() if n != number}
         self.done += 1
         self._progress.console.print(finished_line(number, outcome, metrics, self.metric_names, params, reason,
                                                    feasible))
