@@ -1,7 +1,9 @@
 """`python -m search export`: the configuration chosen by a rule, as a YAML
 file of Hydra overrides with the hardware fingerprint it was measured on.
 
-The rule is a metric to maximize or minimize and constraints on the others,
+By default it is the sweep's confirmed answer (search/sweep/confirm.py): the
+fastest configuration at the baseline's accuracy, with its speedup. A rule
+given on the command line chooses instead. The rule is a metric to maximize or minimize and constraints on the others,
 e.g. the fastest with `val_accuracy >= 0.97`:
 
     python -m search export --best throughput_samples_per_s --where 'val_accuracy >= 0.97'
@@ -28,15 +30,17 @@ import yaml
 from search.commands.report import add_study_arguments, open_study
 from search.errors import BadInput, exit_bad_input
 from search.measure import fingerprint
-from search.reports.choose import best, candidates
+from search.reports.choose import best, candidates, key, measured_ok
 from search.sweep.constraints import parse_constraints
+from search.sweep.answer import ANSWER_ATTR, Answer
+from search.sweep.roles import SEED_ATTR
 from search.sweep.space import to_override
 from search.sweep.study import study_metrics
 
 OVERRIDES = "overrides"  # trial attribute: the Hydra overrides the sweeper launched the trial with
 # What the sweep tells one trial, not part of its configuration (search/sweep/early_stopping.py, trial_loop.py).
-SWEEP_INSTRUCTIONS = ("train.stop_below_samples_per_s", "trial.optuna_study", "trial.optuna_trial_number",
-                      "trial.visible_devices")
+SWEEP_INSTRUCTIONS = ("train.stop_below_samples_per_s", "train.throughput_only", "trial.optuna_study",
+                      "trial.optuna_trial_number", "trial.visible_devices")
 
 
 def job_overrides(trial: optuna.trial.FrozenTrial) -> list[str]:
@@ -86,10 +90,38 @@ def choose(study: optuna.Study, metric: str | None, direction: str | None, where
     }
 
 
+def from_answer(study: optuna.Study) -> dict | None:
+    """The sweep's confirmed answer (search/sweep/confirm.py), or None when the study has none."""
+    stored = study.user_attrs.get(ANSWER_ATTR)
+    if not stored:
+        return None
+    answer = Answer.from_dict(stored)
+    # Its trials at the study's own seed: a second-seed check trains at another train.seed.
+    same = [t for t in study.get_trials(deepcopy=False)
+            if key(t.params) == key(answer.params) and measured_ok(t) and SEED_ATTR not in t.user_attrs]
+    if not same:
+        return None
+    chosen = candidates(same)[0]
+    what = "your own configuration (nothing was faster beyond noise)" if answer.is_baseline else (
+        f"{answer.speedup:.2f}x the baseline (95% CI {answer.ci_low:.2f}-{answer.ci_high:.2f})")
+    return {
+        "study": study.study_name,
+        "rule": f"the sweep's confirmed answer: {what}, val_accuracy at least the baseline's minus "
+                f"{answer.tolerance:g}",
+        "trials": [t.number for t in same],
+        "speedup_vs_baseline": {"estimate": answer.speedup, "ci95": [answer.ci_low, answer.ci_high],
+                                "rounds": answer.rounds} if not answer.is_baseline else None,
+        "metrics": {k: float(v) for k, v in chosen.metrics.items()},
+        "overrides": job_overrides(max(same, key=lambda t: t.number)),
+        "fingerprint": fingerprint.from_tags(study.user_attrs),
+    }
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m search export", description=__doc__.split("\n\n")[0])
     add_study_arguments(parser)
-    parser.add_argument("--best", default=None, help="metric to optimise (default: the study's first metric)")
+    parser.add_argument("--best", default=None, help="metric to optimise (default: the sweep's confirmed answer, "
+                                                     "else the study's first metric)")
     parser.add_argument("--direction", choices=("maximize", "minimize"), default=None,
                         help="default: the study's direction for that metric (needed for other metrics)")
     parser.add_argument("--where", action="append", default=[], help="a constraint, e.g. 'val_accuracy >= 0.97'")
@@ -98,7 +130,8 @@ def main(argv: list[str]) -> int:
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     try:
         study = open_study(args.storage, args.study_name)
-        chosen = choose(study, args.best, args.direction, args.where)
+        rule_given = args.best is not None or args.where
+        chosen = (None if rule_given else from_answer(study)) or choose(study, args.best, args.direction, args.where)
     except BadInput as err:
         exit_bad_input(err)
     out = args.out or Path(f"best-{study.study_name}.yaml")
