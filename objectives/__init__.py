@@ -51,10 +51,22 @@ Imports only torch, numpy, scikit-learn, psutil and torch-pruning; never the
 sweeper, Optuna, Hydra or MLflow (the ``report`` callable is the sweep's).
 """
 
+from typing import Any
+
 from objectives.config import CombinationError, ConfigError, HardwareError, TrialConfig, parse_config
 from objectives.hardware import Hardware
 from objectives.result import TrialResult
-from objectives.run import run_trial
 
 __all__ = ["CombinationError", "ConfigError", "Hardware", "HardwareError", "TrialConfig", "TrialResult",
            "parse_config", "run_trial"]
+
+
+def __getattr__(name: str) -> Any:
+    """``run_trial`` is imported on first use: it imports torch, while the config, its rules and the
+    knobs' hardware checks above do not, so the sweep reads them without paying for torch (seconds
+    per start); the trials' forkserver preloads objectives.run."""
+    if name == "run_trial":
+        from objectives.run import run_trial
+
+        return run_trial
+    raise AttributeError(f"module 'objectives' has no attribute {name!r}")

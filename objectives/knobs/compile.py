@@ -14,15 +14,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import torch
-from torch import nn
-
 from objectives.compile_clock import start_compile_clock
 from objectives.config_check import CombinationError
 from objectives.knobs.knob import Knob
 from objectives.knobs.parallel import ParallelConfig
 
 if TYPE_CHECKING:
+    from torch import nn
+
     from objectives.config import TrialConfig
 
 COMPILE_MODES = ("none", "default", "reduce-overhead", "max-autotune")
@@ -41,6 +40,8 @@ def apply_compile(parallel: ParallelConfig, model: nn.Module) -> nn.Module:
     """The compiled module (an OptimizedModule) or the model itself for ``compile: none``."""
     if parallel.compile == "none":
         return model
+    import torch
+
     mode = None if parallel.compile == "default" else parallel.compile
     start_compile_clock()
     return torch.compile(model, mode=mode, backend=parallel.compile_backend)

@@ -10,13 +10,14 @@ fastest; it exists only with CUDA.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
-
-import torch
-from torch import nn
+from typing import TYPE_CHECKING, Callable
 
 from objectives.hardware import Hardware, require_gpu
 from objectives.knobs.knob import Knob
+
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
 
 
 @dataclass
@@ -41,6 +42,8 @@ def channels_last_skip_reason(framework: FrameworkConfig, example_input: torch.T
 
 
 def apply_framework(framework: FrameworkConfig, model: nn.Module, device_type: str, applies: bool) -> nn.Module:
+    import torch
+
     if device_type == "cuda":
         torch.backends.cudnn.benchmark = framework.cudnn_benchmark
     if framework.channels_last and applies:
@@ -50,6 +53,8 @@ def apply_framework(framework: FrameworkConfig, model: nn.Module, device_type: s
 
 def input_format(framework: FrameworkConfig, applies: bool) -> Callable[[torch.Tensor], torch.Tensor]:
     """What the loop does to each input batch after the copy to the device."""
+    import torch
+
     if framework.channels_last and applies:
         return lambda x: x.contiguous(memory_format=torch.channels_last)
     return lambda x: x

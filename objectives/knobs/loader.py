@@ -26,12 +26,12 @@ from __future__ import annotations
 import multiprocessing as mp
 import sys
 from dataclasses import dataclass, field
-from typing import Any, Callable
-
-import torch
-from torch.utils.data import DataLoader, Dataset, Sampler
+from typing import TYPE_CHECKING, Any, Callable
 
 from objectives.knobs.knob import Knob
+
+if TYPE_CHECKING:
+    from torch.utils.data import DataLoader, Dataset, Sampler
 
 
 @dataclass
@@ -57,6 +57,8 @@ def pin_memory(loader: LoaderConfig, device_type: str) -> bool:
 
 
 def loader_kwargs(loader: LoaderConfig) -> dict[str, Any]:
+    import torch
+
     device_type = "cuda" if torch.cuda.is_available() else "cpu"  # a trial trains on CUDA whenever it has it
     kwargs: dict[str, Any] = {"num_workers": loader.num_workers, "pin_memory": pin_memory(loader, device_type)}
     if loader.num_workers > 0:
@@ -69,6 +71,8 @@ def loader_kwargs(loader: LoaderConfig) -> dict[str, Any]:
 
 def apply_loader(loader: LoaderConfig, dataset: Dataset, batch_size: int, sampler: Sampler) -> DataLoader:
     """The training DataLoader; the sampler already shards and pads, so every batch is full."""
+    from torch.utils.data import DataLoader
+
     return DataLoader(dataset, batch_size=batch_size, sampler=sampler, drop_last=True, **loader_kwargs(loader))
 
 

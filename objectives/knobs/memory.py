@@ -19,17 +19,13 @@ from __future__ import annotations
 import functools
 import os
 from dataclasses import dataclass
-from typing import MutableMapping
-
-from torch import nn
-from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import (
-    CheckpointImpl,
-    apply_activation_checkpointing as wrap_blocks,
-    checkpoint_wrapper,
-)
+from typing import TYPE_CHECKING, MutableMapping
 
 from objectives.hardware import Hardware, require_gpu
 from objectives.knobs.knob import Knob
+
+if TYPE_CHECKING:
+    from torch import nn
 
 
 @dataclass
@@ -76,9 +72,12 @@ def apply_activation_checkpointing(memory: MemoryConfig, model: nn.Module, block
     """Wrap each of ``blocks`` in place (the wrapper replaces it in its parent module)."""
     if not memory.activation_checkpointing or not blocks:
         return model
+    from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import CheckpointImpl, checkpoint_wrapper
+    from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import apply_activation_checkpointing as wrap
+
     ids = {id(b) for b in blocks}
     wrapper = functools.partial(checkpoint_wrapper, checkpoint_impl=CheckpointImpl.NO_REENTRANT)
-    wrap_blocks(model, checkpoint_wrapper_fn=wrapper, check_fn=lambda m: id(m) in ids)
+    wrap(model, checkpoint_wrapper_fn=wrapper, check_fn=lambda m: id(m) in ids)
     return model
 
 

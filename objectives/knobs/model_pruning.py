@@ -30,22 +30,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import torch
-import torch.nn.utils.prune as prune
-import torch_pruning as tp
-from torch import nn
-
-from objectives import measure
 from objectives.config_check import CombinationError, HardwareError
 from objectives.hardware import Hardware
 from objectives.knobs.knob import Knob
-from objectives.workload import Workload
 
 if TYPE_CHECKING:
+    import torch
+    from torch import nn
+
     from objectives.config import TrialConfig
+    from objectives.workload import Workload
 
 MODEL_PRUNING_METHODS = ("structured", "unstructured", "2:4")
-_LAYERS = (nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.Linear)
 
 
 @dataclass
@@ -59,7 +55,10 @@ class ModelPruningConfig:
 
 
 def _prunable(model: nn.Module) -> list[tuple[nn.Module, str]]:
-    return [(m, "weight") for m in model.modules() if isinstance(m, _LAYERS)]
+    from torch import nn
+
+    layers = (nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.Linear)
+    return [(m, "weight") for m in model.modules() if isinstance(m, layers)]
 
 
 SEMI_SPARSE_MULTIPLE = 128  # cuSPARSELt's tile metadata: rows and columns in multiples of 128
@@ -107,11 +106,15 @@ def layers_kept(cfg: ModelPruningConfig, work: Workload) -> list[nn.Module]:
         return work.model_pruning_ignored
     if work.semi_sparse_kept is not None:
         return work.semi_sparse_kept
+    from torch import nn
+
     linears = [m for m in work.model.modules() if isinstance(m, nn.Linear)]
     return linears[:1] + linears[-1:]  # the model's first layer and its head
 
 
 def _semi_sparse_eligible(module: nn.Module, kept: list[nn.Module]) -> bool:
+    from torch import nn
+
     return (isinstance(module, nn.Linear) and all(module is not keep for keep in kept)
             and module.in_features % SEMI_SPARSE_MULTIPLE == 0 and module.out_features % SEMI_SPARSE_MULTIPLE == 0)
 
@@ -145,7 +148,11 @@ def apply_model_pruning(
     """Prune ``cfg.ratio`` of the model in place, by ``cfg.method``; ratio 0 is a no-op."""
     if cfg.ratio == 0:
         return model
+    from torch.nn.utils import prune
+
     if cfg.method == "structured":
+        import torch_pruning as tp
+
         pruner = tp.pruner.MagnitudePruner(
             model,
             example_input,
@@ -179,6 +186,8 @@ def prune_and_count(cfg: ModelPruningConfig, work: Workload, applies: bool) -> P
     are the dense model's, counted before the swap: the work the model
     defines, as MFU wants it, not the half that the sparse tensor cores skip.
     """
+    from objectives import measure
+
     model, example = work.model, work.example_input
     kept = layers_kept(cfg, work)
     metrics: dict[str, float] = {
@@ -204,6 +213,8 @@ def prune_and_count(cfg: ModelPruningConfig, work: Workload, applies: bool) -> P
 
 def finalize_model_pruning(model: nn.Module) -> nn.Module:
     """Fold unstructured masks into the weights, leaving plain parameters with zeros."""
+    from torch.nn.utils import prune
+
     for module in model.modules():
         if prune.is_pruned(module) and hasattr(module, "weight_orig"):
             prune.remove(module, "weight")

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Iterable
-
-import torch
+from typing import TYPE_CHECKING, Iterable
 
 from objectives.knobs.knob import Knob
+
+if TYPE_CHECKING:
+    import torch
 
 
 @dataclass
@@ -35,6 +36,8 @@ class OptimConfig:
 
 def build_optimizer(optim: OptimConfig, params: Iterable[torch.nn.Parameter], lr: float) -> torch.optim.Optimizer:
     """Created last, after every knob that replaces modules, so it holds the final parameters."""
+    import torch
+
     return torch.optim.AdamW(params, lr=lr, weight_decay=optim.weight_decay, fused=optim.fused or None)
 
 

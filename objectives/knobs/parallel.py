@@ -9,15 +9,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import timedelta
-
-import torch
-import torch.distributed as dist
-from torch import nn
-from torch.nn.parallel import DistributedDataParallel
+from typing import TYPE_CHECKING
 
 from objectives.config_check import HardwareError
 from objectives.hardware import Hardware
 from objectives.knobs.knob import Knob
+
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
 
 COLLECTIVE_TIMEOUT_S = 300
 
@@ -39,10 +39,14 @@ class ParallelConfig:
 
 
 def apply_threads(parallel: ParallelConfig) -> None:
+    import torch
+
     torch.set_num_threads(parallel.threads)
 
 
 def device_for_rank(rank: int) -> torch.device:
+    import torch
+
     return torch.device("cuda", rank) if torch.cuda.is_available() else torch.device("cpu")
 
 
@@ -72,11 +76,16 @@ def check_hardware(parallel: ParallelConfig, hw: Hardware) -> None:
 
 
 def backend() -> str:
+    import torch
+
     return "nccl" if torch.cuda.is_available() else "gloo"
 
 
 def init_process_group(rank: int, world_size: int, port: int) -> None:
     """Join the process group through the launcher's TCPStore on ``port`` (no rank binds a port)."""
+    import torch
+    import torch.distributed as dist
+
     if torch.cuda.is_available():
         torch.cuda.set_device(rank)
     timeout = timedelta(seconds=COLLECTIVE_TIMEOUT_S)
@@ -88,6 +97,8 @@ def apply_ddp(parallel: ParallelConfig, model: nn.Module, device: torch.device) 
     """Wrap in DDP when there is more than one rank; one rank trains the bare model."""
     if parallel.devices == 1:
         return model
+    from torch.nn.parallel import DistributedDataParallel
+
     device_ids = [device.index] if device.type == "cuda" else None
     return DistributedDataParallel(model, device_ids=device_ids)
 
@@ -97,6 +108,8 @@ def global_mean(value: torch.Tensor) -> torch.Tensor:
 
     One all-reduce: the training loop calls it at timing-window edges only,
     never per step (objectives/train.py)."""
+    import torch.distributed as dist
+
     if not dist.is_initialized():
         return value
     value = value.detach().clone()
@@ -105,11 +118,16 @@ def global_mean(value: torch.Tensor) -> torch.Tensor:
 
 
 def unwrap(model: nn.Module) -> nn.Module:
+    from torch.nn.parallel import DistributedDataParallel
+
     return model.module if isinstance(model, DistributedDataParallel) else model
 
 
 def rank0_decides(flag: bool) -> bool:
     """Rank 0's flag on every rank (only rank 0 evaluates, all ranks must stop together)."""
+    import torch
+    import torch.distributed as dist
+
     if not dist.is_initialized():
         return flag
     device = torch.device("cuda", torch.cuda.current_device()) if backend() == "nccl" else torch.device("cpu")

@@ -23,18 +23,18 @@ import contextlib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
-import torch
-from torch import nn
-
 from objectives.config_check import CombinationError, HardwareError
 from objectives.hardware import Hardware
 from objectives.knobs.knob import Knob
 
 if TYPE_CHECKING:
+    import torch
+    from torch import nn
+
     from objectives.config import TrialConfig
 
 PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "fp8")
-_AUTOCAST_DTYPE = {"fp32": None, "tf32": None, "bf16": torch.bfloat16, "fp16": torch.float16, "fp8": torch.bfloat16}
+_AUTOCAST_DTYPE = {"fp32": None, "tf32": None, "bf16": "bfloat16", "fp16": "float16", "fp8": "bfloat16"}  # torch.<name>
 
 
 @dataclass
@@ -48,6 +48,8 @@ class PrecisionPlan:
     def autocast(self) -> contextlib.AbstractContextManager:
         if self.autocast_dtype is None:
             return contextlib.nullcontext()
+        import torch
+
         return torch.autocast(self.device_type, dtype=self.autocast_dtype)
 
 
@@ -82,6 +84,8 @@ def check_combinations(cfg: TrialConfig) -> None:
 
 
 def _fp8_convertible(module: nn.Module, fqn: str) -> bool:
+    from torch import nn
+
     return isinstance(module, nn.Linear) and module.in_features % 16 == 0 and module.out_features % 16 == 0
 
 
@@ -106,13 +110,16 @@ def apply_precision(precision: str, model: nn.Module, device_type: str) -> tuple
     before DDP (DDP must wrap the final modules); ``check_hardware`` has
     refused what this machine cannot run before any work started.
     """
+    import torch
+
     if device_type == "cuda":
         tf32 = precision == "tf32"
         torch.backends.cuda.matmul.allow_tf32 = tf32
         torch.backends.cudnn.allow_tf32 = tf32
     fp8_layers = convert_to_fp8(model) if precision == "fp8" else []
     scaler = torch.amp.GradScaler("cuda") if precision == "fp16" else None
-    return model, PrecisionPlan(precision, device_type, _AUTOCAST_DTYPE[precision], scaler, fp8_layers)
+    dtype = _AUTOCAST_DTYPE[precision]
+    return model, PrecisionPlan(precision, device_type, dtype and getattr(torch, dtype), scaler, fp8_layers)
 
 
 KNOB = Knob(

@@ -13,6 +13,7 @@ import platform
 import socket
 
 from search.measure import nvml
+from search.measure.torch_build import torch_build
 
 TAG_PREFIX = "fingerprint."
 KEYS = ("gpu_name", "gpu_count", "driver_version", "cuda_version", "cudnn_version", "torch_version",
@@ -80,16 +81,18 @@ def _gpu_facts() -> dict[str, str]:
 
 
 def _torch_facts() -> dict[str, str]:
-    try:
-        import torch
-    except ImportError:
+    """From torch/version.py (search/measure/torch_build.py); torch itself is imported only by a CUDA
+    build, for cuDNN's version."""
+    build = torch_build()
+    if build is None:
         return {"cuda_version": "none", "cudnn_version": "none", "torch_version": "none"}
-
     cudnn = None
-    if torch.version.cuda is not None:
+    if build.cuda is not None:
         try:
+            import torch
+
             cudnn = torch.backends.cudnn.version()  # loads libcudnn, creates no CUDA context
         except Exception:
             cudnn = None
-    return {"cuda_version": torch.version.cuda or "none", "cudnn_version": str(cudnn or "none"),
-            "torch_version": str(torch.__version__)}
+    return {"cuda_version": build.cuda or "none", "cudnn_version": str(cudnn or "none"),
+            "torch_version": build.version}

@@ -16,6 +16,7 @@ from typing import Any
 
 from objectives.hardware import Hardware, cpu_cores, torchao_installed
 from search.measure import nvml
+from search.measure.torch_build import torch_build
 
 
 @dataclass
@@ -49,7 +50,9 @@ def gpus() -> Gpus:
 def machine_hardware() -> Hardware:
     """This machine's facts for the knobs' hardware checks (objectives/hardware.py), from NVML and the OS."""
     g = gpus()
-    return Hardware(cpu_cores(), g.count, g.capability, _has_cusparselt(), torchao_installed(), g.why_none)
+    # cuSPARSELt is a fact of a GPU build: asked only with a GPU, so the sweep of a CPU imports no torch.
+    return Hardware(cpu_cores(), g.count, g.capability, bool(g.count) and _has_cusparselt(), torchao_installed(),
+                    g.why_none)
 
 
 def knob_values(hw: Hardware) -> dict[str, dict[Any, str]]:
@@ -86,11 +89,8 @@ def removed_values(hw: Hardware | None = None) -> dict[str, str]:
 
 
 def _torch_cuda_version() -> str | None:
-    try:
-        import torch
-    except ImportError:
-        return None
-    return torch.version.cuda
+    build = torch_build()  # read from torch/version.py: importing torch costs the sweep seconds
+    return None if build is None else build.cuda
 
 
 def _has_cusparselt() -> bool:

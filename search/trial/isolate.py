@@ -31,7 +31,7 @@ from search.measure.cpu_telemetry import TreeSampler
 from search.trial.process_tree import kill_tree
 from search.trial.typed_config import parse_trial
 
-_PRELOAD = ["torch", "objectives", "search.trial.child"]
+_PRELOAD = ["torch", "objectives.run", "search.trial.child", "psutil"]  # objectives alone leaves out run_trial (torch)
 DEFAULT_COMPILE_TIMEOUT_S = 1800.0  # trial.compile_timeout_s when a config has none
 _context: Any = None
 
