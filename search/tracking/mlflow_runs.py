@@ -12,9 +12,10 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import mlflow
 from mlflow.tracking import MlflowClient
@@ -109,7 +110,10 @@ def _experiment_id(client: MlflowClient, name: str) -> str:
             if experiment is None:
                 raise
     if EXPERIMENT_KIND not in experiment.tags:  # made by an earlier version, or by hand
-        client.set_experiment_tag(experiment.experiment_id, EXPERIMENT_KIND, MODEL_TRAINING)
+        try:
+            client.set_experiment_tag(experiment.experiment_id, EXPERIMENT_KIND, MODEL_TRAINING)
+        except mlflow.exceptions.MlflowException:
+            pass  # a server that refuses experiment tags (permissions): the view, not the runs, is at stake
     return experiment.experiment_id
 
 
