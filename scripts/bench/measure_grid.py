@@ -7,7 +7,8 @@ values (more DDP ranks x threads than cores) are recorded as the sweep
 would see them. Rows are appended as they finish, so an interrupted
 measurement resumes where it stopped.
 
-    python scripts/bench/measure_grid.py                # SPACE below, twice -> scripts/bench/data/
+    python scripts/bench/measure_grid.py                # SPACE below, twice -> scripts/bench/data/digits_grid.*
+    python scripts/bench/measure_grid.py --grid digits_lr_grid --passes 1   # LR_SPACE, once
     python scripts/bench/measure_grid.py --quick --out DIR   # 2 tiny configurations, < 30 s
 """
 from __future__ import annotations
@@ -41,6 +42,16 @@ SPACE = {
     "parallel.threads": "choice(1, 2)",
 }
 BUDGET_OVERRIDES = ["train.budget_samples=3000", "train.warmup_steps=2", "train.window_steps=5"]
+# A second grid with other knobs, for samplers not tuned on the first: learning rate (its best value, for
+# accuracy, is in the middle of its range, and it moves with the batch size), five batch sizes, four model
+# pruning ratios, both CPU precisions; 280 configurations, measured once each (about 25 minutes).
+LR_SPACE = {
+    "batch_size": "choice(16, 32, 64, 128, 256)",
+    "optim.lr": "choice(0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05)",
+    "model_pruning.ratio": "choice(0.0, 0.25, 0.5, 0.75)",
+    "precision": "choice(fp32, bf16)",
+}
+GRIDS = {"digits_grid": (SPACE, BUDGET_OVERRIDES), "digits_lr_grid": (LR_SPACE, BUDGET_OVERRIDES)}
 QUICK_OVERRIDES = ["train.budget_samples=320", "train.warmup_steps=1", "train.window_steps=2"]
 QUICK_SPACE = {"batch_size": "choice(32, 64)"}
 METRICS = ["throughput_samples_per_s", "val_accuracy", "val_loss", "throughput_cv", "train_wall_s", "eval_wall_s",
@@ -119,12 +130,14 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="2 tiny configurations; checks that measuring works")
     parser.add_argument("--passes", type=int, default=2, help="measurements of each configuration (fastest kept)")
-    parser.add_argument("--out", type=Path, default=DATA, help="directory for digits_grid.csv and .json")
+    parser.add_argument("--grid", choices=list(GRIDS), default="digits_grid", help="which space: its table's name")
+    parser.add_argument("--out", type=Path, default=DATA, help="directory for <grid>.csv and .json")
     args = parser.parse_args(argv)
-    space = QUICK_SPACE if args.quick else SPACE
-    overrides = BUDGET_OVERRIDES + (QUICK_OVERRIDES if args.quick else [])
+    space, overrides = GRIDS[args.grid]
+    space = QUICK_SPACE if args.quick else space
+    overrides = overrides + (QUICK_OVERRIDES if args.quick else [])
     args.out.mkdir(parents=True, exist_ok=True)
-    table = args.out / "digits_grid.csv"
+    table = args.out / f"{args.grid}.csv"
     started, t0 = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), time.perf_counter()
     rows = measure(space, overrides, table, 1 if args.quick else args.passes)
     ok = [r for r in rows if r["outcome"] == "ok"]
@@ -132,7 +145,7 @@ def main(argv: list[str]) -> int:
         print("measure_grid: at least one configuration must finish ok; none did", file=sys.stderr)
         return 1
     shown = "".join(f" {a}" for a in argv if a not in ("--out", str(args.out)))
-    write_meta(args.out / "digits_grid.json", space, overrides, f"python scripts/bench/measure_grid.py{shown}",
+    write_meta(table.with_suffix(".json"), space, overrides, f"python scripts/bench/measure_grid.py{shown}",
                started, time.perf_counter() - t0)
     print(f"{len(rows)} measurements ({len(ok)} ok) in {table}")
     return 0

@@ -1,22 +1,34 @@
-"""Search efficiency: how many trials each search strategy needs on a grid
-measured once on this machine (measure_grid.py), replayed offline.
+"""Search efficiency: how many trials (and seconds) each search strategy needs to
+find the answer, on grids measured once on this machine (measure_grid.py),
+replayed offline.
+
+The answer is the one the sweep gives (DESIGN.md, "The answer"): the fastest
+configuration at the baseline's accuracy. The baseline is the grid cell of the
+user's config (conf/config.yaml's defaults); the floor is its val_accuracy
+minus the sweep's tolerance (0.005); the target is 95% of the best throughput
+among the cells that meet the floor. Like the sweep, a replay runs the
+baseline first (trial 0, enqueued, never stopped early) and counts it.
 
 Every strategy runs through the sweeper's own pieces: the sampler built by
-search.study.make_sampler from the same config node `hydra/sweeper/sampler`
-selects, search.sweep.no_repeat.ask_unseen (a repeat is skipped and an unseen
-configuration runs instead; a skipped repeat costs no trial), and
-search.outcome.score/tell (infeasible configurations are told the way a
-sweep tells them). A trial's result is looked up in the table instead of
-trained, so 30+ seeds take minutes, not days.
+search.sweep.study.make_sampler from the node `hydra/sweeper/sampler` selects,
+wrapped by search.sweep.rule_sampler.within_rules (forbidden combinations and
+repeats are repaired before a trial number is spent; the rule here: a cell the
+table says is infeasible), search.sweep.no_repeat.ask_unseen, the two-metric
+early-stopping rule (search.sweep.early_stopping.throughput_bar with the sweep's
+default margin and startup trials: a cell whose throughput is below the bar and
+whose probe fits in the first half of its steps stops after its probe), and
+search.sweep.outcome.score/tell. A trial's result is looked up in the table
+instead of trained, so 30 seeds take minutes, not days.
 
-Per strategy and seed: the trials until one reaches 95% of the best
-throughput among configurations with val_accuracy >= the floor, and the
-hypervolume of the (throughput, accuracy) front after 10, 20 and 40 trials,
-as a fraction of the whole grid's. Hydra's grid order (BasicSweeper: the
-product, last knob fastest) is one fixed sequence, the same for every seed.
+Per strategy and seed: the trials (and trial numbers, which also count the
+repeats the sweep skipped as failed trials) until a trial that finished ok
+reaches the target at the floor; the seconds those trials would have taken
+(each cell's measured trial_wall_s; a stopped trial its start-up, plus its
+training time up to the end of its probe); the hypervolume of the
+(throughput, accuracy) front after 10 trials, as a fraction of the whole grid's.
 
-    python scripts/bench/search_efficiency.py            # every strategy, 30 seeds -> docs/BENCHMARKS.md
-    python scripts/bench/search_efficiency.py --quick    # 2 seeds, 3 strategies, at most 15 trials, < 10 s
+    python scripts/bench/search_efficiency.py            # both stored grids, 30 seeds -> docs/BENCHMARKS.md
+    python scripts/bench/search_efficiency.py --quick    # 2 seeds, 3 strategies, at most 8 trials
 """
 from __future__ import annotations
 
@@ -37,42 +49,54 @@ sys.path.insert(0, str(REPO))
 from benchdoc import load_averages, update_summary, write_section  # noqa: E402
 
 DATA = Path(__file__).resolve().parent / "data"
+TABLES = [DATA / "digits_grid.csv", DATA / "digits_lr_grid.csv"]
 SECTION = "## Search efficiency"
 OPTIMISED_METRICS = ["throughput_samples_per_s", "val_accuracy"]
 DIRECTIONS = ["maximize", "maximize"]
-HV_AT = (10, 20, 40)
+HV_AT = 10
 TARGET_FRACTION = 0.95
-GOAL_RATIO = 1 / 3  # the default's trials over random search's
+ACCURACY_TOLERANCE = 0.005  # hydra.sweeper.accuracy_tolerance's default
+GOAL_MEDIAN = 12  # the default's median trials to the target, at most
+GOAL_RATIO = 1 / 4  # ... and at most this fraction of random search's
+MAX_TRIALS = 40  # a target not reached by then counts as this many trials (means are then lower bounds)
 
-# name -> sampler config node, as `hydra/sweeper/sampler=...` plus `hydra.sweeper.sampler.*` would give.
-# "default" is read from the sweeper's config store, so this follows a changed default.
-STRATEGIES: dict[str, dict | None] = {
-    "default": None,
-    "random": {"_target_": "optuna.samplers.RandomSampler"},
-    "hydra grid order": {"_target_": "hydra-basic-sweeper-order"},
-    "optuna grid": {"_target_": "optuna.samplers.GridSampler"},
-    "tpe, Optuna defaults": {"_target_": "optuna.samplers.TPESampler"},
-    "tpe multivariate, 10 startup": {"_target_": "optuna.samplers.TPESampler", "multivariate": True},
-    "tpe independent, 5 startup": {"_target_": "optuna.samplers.TPESampler", "n_startup_trials": 5},
-    "tpe multivariate, 3 startup": {"_target_": "optuna.samplers.TPESampler", "multivariate": True,
-                                    "n_startup_trials": 3},
-    "tpe multivariate, 5 startup (our tpe)": {
-        "_target_": "optuna.samplers.TPESampler", "multivariate": True, "n_startup_trials": 5},
-    "gp, Optuna defaults (10 startup; our default before)": {"_target_": "optuna.samplers.GPSampler"},
-    "gp, 3 startup": {"_target_": "optuna.samplers.GPSampler", "n_startup_trials": 3},
-    "nsgaii": {"_target_": "optuna.samplers.NSGAIISampler"},
-    "nsgaii, population 10": {"_target_": "optuna.samplers.NSGAIISampler", "population_size": 10},
-    "qmc": {"_target_": "optuna.samplers.QMCSampler"},
+
+@dataclass(frozen=True)
+class Strategy:
+    sampler: dict | None = None  # a `hydra/sweeper/sampler` node; None: the sweeper's default
+    stopped: str | None = None  # how a stopped trial is told (early_stopping.STOPPED_TELLINGS); None: the sweep's
+    avoid_repeats: bool = True  # False: a repeat reaches ask_unseen, which spends a trial number on it (before)
+    early_stopping: bool = True
+    floor_as_constraint: bool = False  # hydra.sweeper.constraints=["val_accuracy >= <floor>"]
+    hydra_order: bool = False  # Hydra's BasicSweeper: the product, last knob fastest
+
+
+GP = "optuna.samplers.GPSampler"
+STRATEGIES: dict[str, Strategy] = {
+    "default": Strategy(),
+    "random": Strategy({"_target_": "optuna.samplers.RandomSampler"}),
+    "hydra grid order": Strategy(hydra_order=True),
+    "before: stopped = PRUNED, repeats skipped as failed trials": Strategy(stopped="pruned", avoid_repeats=False),
+    "stopped = PRUNED, repeats repaired in the sampler": Strategy(stopped="pruned"),
+    "stopped = probe throughput + worst accuracy, feasible": Strategy(stopped="worst"),
+    "stopped = probe throughput + worst accuracy, infeasible": Strategy(stopped="infeasible"),
+    "default, no early stopping": Strategy(early_stopping=False),
+    "default + floor as constraint": Strategy(floor_as_constraint=True),
+    "gp, 3 startup": Strategy({"_target_": GP, "n_startup_trials": 3}),
+    "gp, 10 startup (Optuna's default)": Strategy({"_target_": GP, "n_startup_trials": 10}),
+    "gp, deterministic objective": Strategy({"_target_": GP, "n_startup_trials": 5,
+                                             "deterministic_objective": True}),
+    "tpe multivariate, 5 startup (our tpe)": Strategy({"_target_": "optuna.samplers.TPESampler",
+                                                       "multivariate": True, "n_startup_trials": 5}),
 }
-# Also replayed with `hydra.sweeper.constraints=["val_accuracy >= <floor>"]`, as a user who knows the floor sweeps.
-CONSTRAINED = {"default + floor as constraint": "default"}
 QUICK_STRATEGIES = ["default", "random", "hydra grid order"]
 
 
 @dataclass
 class Table:
+    name: str
     space: dict[str, str]
-    results: dict[tuple, dict]  # configuration key -> the result dict a trial returns
+    results: dict[tuple, dict]  # configuration key -> the result dict a trial returns (+ its times)
     order: list[dict]  # configurations in Hydra's BasicSweeper order
     meta: dict = field(default_factory=dict)
 
@@ -98,11 +122,46 @@ def load_table(csv_path: Path) -> Table:
         if key not in results or _speed(result) > _speed(results[key]):
             results[key] = result
     order = [c for c in grid(space) if key_of(c, list(space)) in results]
-    return Table(space, results, order, meta)
+    return Table(csv_path.stem, space, results, order, meta)
 
 
 def _speed(result: dict) -> float:
     return result["metrics"].get("throughput_samples_per_s", -1.0) if result["outcome"] == "ok" else -1.0
+
+
+def _train_settings(table: Table) -> dict:
+    """The measured trials' budget, warm-up, window and probe steps: conf/config.yaml's, with the grid's overrides."""
+    from omegaconf import OmegaConf
+
+    from search.paths import conf_dir
+
+    train = OmegaConf.to_container(OmegaConf.load(conf_dir() / "config.yaml"))["train"]
+    for line in table.meta.get("overrides", []):
+        key, _, value = line.partition("=")
+        if key.startswith("train."):
+            train[key[len("train."):]] = int(value)
+    return train
+
+
+def baseline_of(table: Table) -> dict:
+    """The user's config (conf/config.yaml's defaults) as a configuration of the grid."""
+    from omegaconf import OmegaConf
+
+    from search.paths import conf_dir
+
+    cfg = OmegaConf.load(conf_dir() / "config.yaml")
+    params = {k: OmegaConf.select(cfg, k) for k in table.space}
+    if key_of(params, list(table.space)) not in table.results:
+        raise SystemExit(f"search_efficiency: the grid must hold the baseline (conf/config.yaml's defaults); "
+                         f"got {params} missing from {table.name}; fix: add those values to the grid's space")
+    return params
+
+
+def floor_of(table: Table, baseline: dict, floor: float | None) -> float:
+    if floor is not None:
+        return floor
+    result = table.results[key_of(baseline, list(table.space))]
+    return result["metrics"]["val_accuracy"] - ACCURACY_TOLERANCE
 
 
 def target_of(table: Table, floor: float) -> float:
@@ -129,10 +188,7 @@ def hypervolume(points: list[tuple[float, float]], scale: float) -> float:
     return area
 
 
-def sampler_node(name: str) -> dict:
-    node = STRATEGIES[CONSTRAINED.get(name, name)]
-    if node is not None:
-        return dict(node)
+def default_sampler_node() -> dict:
     from hydra.core.config_store import ConfigStore
     from omegaconf import OmegaConf
 
@@ -143,98 +199,214 @@ def sampler_node(name: str) -> dict:
     return OmegaConf.to_container(stored, resolve=True)
 
 
+def sweep_defaults() -> tuple[float, int]:
+    from hydra_plugins.search_sweeper.search_sweeper import SearchSweeperConf
+
+    conf = SearchSweeperConf()
+    return conf.early_stopping_margin, conf.early_stopping_startup_trials
+
+
+def stopped_result(table: Table, config: dict, result: dict, bar: float | None, train: dict) -> tuple[dict, float]:
+    """What the trial returns and how long it takes, early stopping applied as the trial applies it
+    (objectives/in_trial_stopping.py): a probe only when it ends in the first half of the steps."""
+    import math
+
+    m = result["metrics"]
+    wall = m.get("trial_wall_s", 0.0)
+    if result["outcome"] != "ok" or bar is None:
+        return result, wall
+    global_batch = int(config["batch_size"]) * int(config.get("parallel.devices", 1))
+    steps = train["budget_samples"] // global_batch
+    windows = max(1, math.ceil(train["probe_steps"] / train["window_steps"]))
+    probe_end = train["warmup_steps"] + windows * train["window_steps"]
+    thr = m["throughput_samples_per_s"]
+    if probe_end > steps // 2 or thr >= bar:
+        return result, wall
+    train_s = m.get("train_wall_s", 0.0)
+    cost = wall - train_s - m.get("eval_wall_s", 0.0) + train_s * probe_end / steps
+    return {"outcome": "stopped_early", "reason": f"probe {thr:.4g} below {bar:.4g}",
+            "metrics": {"throughput_samples_per_s": thr, "probe_throughput_samples_per_s": thr}}, cost
+
+
 def replay(table: Table, name: str, seed: int, floor: float, target: float, min_trials: int,
-           max_trials: int | None = None) -> dict:
-    """One strategy, one seed: trials until the target, and the front's hypervolume at HV_AT."""
-    points, reached, n = [], None, 0
+           max_trials: int) -> dict:
+    """One strategy, one seed: trials, trial numbers and seconds until the target, and HV@10."""
+    strategy = STRATEGIES[name]
     keys = list(table.space)
     scale = max(r["metrics"].get("throughput_samples_per_s", 0) for r in table.results.values())
-    hv = {}
+    state = {"points": [], "reached": None, "n": 0, "seconds": 0.0, "reached_s": None, "hv": None}
 
-    def record(result: dict) -> None:
-        nonlocal reached, n
-        n += 1
+    def record(result: dict, cost: float) -> None:
+        state["n"] += 1
+        state["seconds"] += cost
         m = result["metrics"]
         if result["outcome"] == "ok":
-            points.append((m["throughput_samples_per_s"], m["val_accuracy"]))
-            if reached is None and m["val_accuracy"] >= floor and m["throughput_samples_per_s"] >= target:
-                reached = n
-        if n in HV_AT:
-            hv[n] = hypervolume(points, scale)
+            state["points"].append((m["throughput_samples_per_s"], m["val_accuracy"]))
+            if state["reached"] is None and m["val_accuracy"] >= floor and m["throughput_samples_per_s"] >= target:
+                state["reached"], state["reached_s"] = state["n"], state["seconds"]
+        if state["n"] == HV_AT:
+            state["hv"] = hypervolume(state["points"], scale)
 
-    limit = min(len(table.results), max_trials or len(table.results))  # a target not reached counts as limit
-    if STRATEGIES.get(name) and STRATEGIES[name]["_target_"] == "hydra-basic-sweeper-order":
+    def done() -> bool:
+        return state["n"] >= limit or (state["reached"] is not None and state["n"] >= min_trials)
+
+    limit = min(len(table.results), max_trials)
+    baseline = baseline_of(table)
+    if strategy.hydra_order:
         for config in table.order:
-            record(table.results[key_of(config, keys)])
-            if n >= limit or (reached and n >= min_trials):
+            result = table.results[key_of(config, keys)]
+            record(result, result["metrics"].get("trial_wall_s", 0.0))
+            if done():
                 break
-        return {"trials_to_target": reached or limit, "hv": hv}
+        return _finish(state, limit, state["n"])
 
     import optuna
 
-    from search.sweep.no_repeat import ask_unseen
-    from search.sweep.outcome import score, tell
-    from search.sweep.space import build_space
     from search.sweep.constraints import parse_constraints
-    from search.sweep.study import make_sampler
+    from search.sweep.early_stopping import throughput_bar, tell_stopped
+    from search.sweep.no_repeat import ask_unseen
+    from search.sweep.outcome import STOPPED_EARLY, score, tell
+    from search.sweep.rule_sampler import RuleAwareSampler
+    from search.sweep.space import build_space
+    from search.sweep.study import METRIC_NAMES_ATTR, make_sampler
 
     dists = build_space(table.space, []).distributions
-    study = optuna.create_study(directions=DIRECTIONS, sampler=make_sampler(sampler_node(name), seed, dists))
+
+    def forbids(params: dict) -> object | None:
+        if set(params) != set(keys):
+            return None
+        result = table.results.get(key_of(params, keys))
+        return result if result is not None and result["outcome"] == "infeasible" else None
+
+    node = dict(strategy.sampler) if strategy.sampler else default_sampler_node()
+    sampler = RuleAwareSampler(make_sampler(node, seed, dists), _Broken.wrap(forbids), seed,
+                               avoid_repeats=strategy.avoid_repeats)
+    study = optuna.create_study(directions=DIRECTIONS, sampler=sampler)
+    study.set_user_attr(METRIC_NAMES_ATTR, OPTIMISED_METRICS)
+    margin, startup = sweep_defaults()
+    train = _train_settings(table)
     rng = random.Random(seed)
-    constraints = parse_constraints([f"val_accuracy >= {floor}"] if name in CONSTRAINED else [])
-    while n < limit and not (reached and n >= min_trials):
-        trial = ask_unseen(study, dists, rng)
-        result = table.results[key_of(trial.params, keys)]
-        tell(study, trial, score(result, OPTIMISED_METRICS, 2, constraints), DIRECTIONS)
-        record(result)
-    return {"trials_to_target": reached or limit, "hv": hv}
+    constraints = parse_constraints([f"val_accuracy >= {floor}"] if strategy.floor_as_constraint else [])
+    study.enqueue_trial(baseline)
+    first = True
+    while not done():
+        trial = ask_unseen(study, dists, rng, _Broken.wrap(forbids))
+        config = {k: trial.params[k] for k in keys}
+        result = table.results[key_of(config, keys)]
+        bar = None if first or not strategy.early_stopping else throughput_bar(
+            study.get_trials(deepcopy=False), margin, startup)
+        first = False
+        result, cost = stopped_result(table, config, result, bar, train)
+        scored = score(result, OPTIMISED_METRICS, 2, constraints)
+        if scored.outcome == STOPPED_EARLY and strategy.stopped is not None:
+            for k, v in (("outcome", scored.outcome), ("reason", scored.reason), ("metrics", scored.metrics)):
+                trial.set_user_attr(k, v)
+            tell_stopped(study, trial, scored.metrics, scored.constraints, DIRECTIONS, strategy.stopped)
+        else:
+            tell(study, trial, scored, DIRECTIONS)
+        record(result, cost)
+    numbers = len(study.trials)
+    if state["reached"] is not None:  # trial numbers up to the one that reached the target
+        ran = [t for t in study.trials if t.user_attrs.get("outcome") != "skipped"]
+        numbers = ran[state["reached"] - 1].number + 1
+    return _finish(state, limit, numbers)
+
+
+class _Broken:
+    """forbids() for the replay: a cell the table says is infeasible breaks a rule with all its knobs."""
+
+    def __init__(self, result: dict, keys: list[str]):
+        self.fields = keys
+        self.result = result
+
+    @staticmethod
+    def wrap(forbids):
+        def check(params):
+            result = forbids(dict(params))
+            return None if result is None else _Broken(result, list(params))
+        return check
+
+
+def _finish(state: dict, limit: int, numbers: int) -> dict:
+    reached = state["reached"]
+    return {"trials_to_target": reached or limit, "numbers_to_target": numbers if reached else limit,
+            "seconds_to_target": state["reached_s"] if reached else state["seconds"], "reached": reached is not None,
+            "hv": state["hv"]}
 
 
 def summarise(runs: list[dict], grid_hv: float) -> dict:
     trials = [r["trials_to_target"] for r in runs]
+    seconds = [r["seconds_to_target"] for r in runs]
+    hvs = [r["hv"] for r in runs if r["hv"] is not None]
     return {"median": statistics.median(trials), "mean": statistics.fmean(trials),
             "p90": sorted(trials)[int(0.9 * (len(trials) - 1))], "max": max(trials),
-            **{f"hv{k}": statistics.fmean(r["hv"][k] for r in runs) / grid_hv for k in HV_AT if
-               all(k in r["hv"] for r in runs)}}
+            "numbers": statistics.median(r["numbers_to_target"] for r in runs),
+            "seconds": statistics.median(seconds), "seconds_mean": statistics.fmean(seconds),
+            "missed": sum(not r["reached"] for r in runs),
+            "hv": statistics.fmean(hvs) / grid_hv if len(hvs) == len(runs) else None}
 
 
-def render(command: str, table: Table, floor: float, target: float, seeds: int, rows: dict[str, dict],
-           default_node: dict, load: str, wall_s: float, note: str) -> str:
+def line_of(name: str, s: dict) -> str:
+    hv = f"{s['hv']:.3f}" if s["hv"] is not None else "-"
+    return (f"{name:58s}  trials to target mean {s['mean']:6.1f} median {s['median']:5.1f} max {s['max']:4d}  "
+            f"numbers {s['numbers']:5.1f}  seconds median {s['seconds']:6.0f} mean {s['seconds_mean']:6.0f}  "
+            f"HV@{HV_AT} {hv}  missed {s['missed']}")
+
+
+def verdict(rows: dict[str, dict]) -> tuple[float, bool]:
+    ratio = rows["default"]["median"] / rows["random"]["median"]
+    return ratio, rows["default"]["median"] <= GOAL_MEDIAN and ratio <= GOAL_RATIO
+
+
+def render_table(table: Table, baseline: dict, floor: float, target: float, rows: dict[str, dict]) -> list[str]:
     meta = table.meta
     ok = sum(r["outcome"] == "ok" for r in table.results.values())
     meeting = sum(r["outcome"] == "ok" and r["metrics"].get("val_accuracy", 0) >= floor
                   for r in table.results.values())
     hits = sum(r["outcome"] == "ok" and r["metrics"].get("val_accuracy", 0) >= floor
                and r["metrics"]["throughput_samples_per_s"] >= target for r in table.results.values())
-    ratio = rows["default"]["mean"] / rows["random"]["mean"]
-    verdict = "meets" if ratio <= GOAL_RATIO else "MISSES"
+    base = table.results[key_of(baseline, list(table.space))]["metrics"]
+    ratio, met = verdict(rows)
+    d, r = rows["default"], rows["random"]
+    return [
+        f"### {table.name}", "",
+        f"Table: `scripts/bench/data/{table.name}.csv` (+ `.json`: command, machine, date, load), measured by "
+        f"`{meta['command']}` on {meta['date'][:10]} ({meta['wall_s'] / 60:.0f} min) with "
+        f"`{' '.join(meta['overrides'])}`: {len(table.results)} configurations ({ok} ran ok), "
+        + ", ".join(f"`{k}={v}`" for k, v in table.space.items()) + "  ",
+        f"Machine: {meta['machine']}  ",
+        "Baseline (conf/config.yaml): " + ", ".join(f"{k}={v}" for k, v in baseline.items())
+        + (f": {base['throughput_samples_per_s']:.0f} samples/s, val_accuracy {base['val_accuracy']:.4f}; "
+           f"floor {floor:.4f}; target {target:.0f} samples/s ({meeting} configurations meet the floor, {hits} of "
+           f"them the target)"), "",
+        (f"**Default: median {d['median']:.1f} trials to the target (mean {d['mean']:.1f}, worst {d['max']}), "
+         f"{d['seconds']:.0f} s; random search {r['median']:.1f} trials, {r['seconds']:.0f} s: ratio {ratio:.2f}** "
+         f"({'meets' if met else 'MISSES'} the goal: median <= {GOAL_MEDIAN} and <= 1/4 of random search's)."), "",
+        (f"| strategy | trials to target: median | mean | p90 | max | trial numbers (median) | seconds: median "
+         f"| mean | HV@{HV_AT} | not reached in {MAX_TRIALS} |"),
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        *[f"| {name} | {s['median']:.1f} | {s['mean']:.1f} | {s['p90']} | {s['max']} | {s['numbers']:.1f} | "
+          f"{s['seconds']:.0f} | {s['seconds_mean']:.0f} | " + (f"{s['hv']:.3f}" if s["hv"] is not None else "-")
+          + f" | {s['missed']} |" for name, s in rows.items()],
+        "",
+    ]
+
+
+def render(command: str, seeds: int, sections: list[list[str]], default_node: dict, load: str, wall_s: float,
+           note: str) -> str:
     lines = [
         SECTION, "",
         f"Command: `{command}` (replay: {wall_s:.0f} s, load average {load})  ",
-        f"Table: `scripts/bench/data/digits_grid.csv` (+ `.json`: command, machine, date, load), measured by "
-        f"`{meta['command']}` on {meta['date'][:10]} ({meta['wall_s'] / 60:.0f} min) with "
-        f"`{' '.join(meta['overrides'])}`: {len(table.results)} configurations ({ok} ran, the rest are infeasible on "
-        f"2 cores: 2 DDP ranks x 2 threads), " + ", ".join(f"`{k}={v}`" for k, v in table.space.items()) + "  ",
-        f"Machine: {meta['machine']}  ",
-        f"Default sampler: `{json.dumps(default_node)}`", "",
-        f"**Default: {rows['default']['mean']:.1f} trials on average to reach the target, random search "
-        f"{rows['random']['mean']:.1f}: ratio {ratio:.2f}** ({verdict} the goal of at most 1/3). Target: "
-        f"{TARGET_FRACTION:.0%} of the best throughput among configurations with val_accuracy >= {floor} "
-        f"(= {target:.0f} samples/s; {meeting} configurations meet the floor, {hits} of them the target). "
-        f"{seeds} seeds per strategy; hypervolume of the (throughput / grid max, val_accuracy) front from (0, 0), "
-        f"as a fraction of the whole grid's.", "",
-        "| strategy | trials to target: mean | median | p90 | max | HV@10 | HV@20 | HV@40 |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- |",
-        *[f"| {name} | {s['mean']:.1f} | {s['median']:.0f} | {s['p90']} | {s['max']} | "
-          + " | ".join(f"{s[f'hv{k}']:.3f}" if f"hv{k}" in s else "-" for k in HV_AT) + " |"
-          for name, s in rows.items()],
-        "",
-        "Every strategy runs through the sweeper's own repeat skipping (a proposal that repeats a configuration "
-        "is replaced by an unseen one drawn at random, and costs no trial); an infeasible configuration counts as a "
-        "trial, as in a sweep. Hydra's grid order is one fixed sequence, so its figure is where the first "
-        "configuration on target happens to sit in the product order, the same for every seed. QMC is unscrambled "
-        "by default, so its seeds agree too. NSGA-II draws its first generation (50 by default) at random.", "",
+        f"Default sampler: `{json.dumps(default_node)}`; {seeds} seeds per strategy and grid.", "",
+        ("A replay starts with the baseline (the user's config) as trial 0 and counts it. Trials: trials that ran "
+         "(finished, stopped early, infeasible); trial numbers also count the repeats the sweep skipped as failed "
+         "trials (the old way; with repeats repaired inside the sampler there are none). Seconds: the trials' "
+         "measured trial_wall_s, a stopped trial's start-up and training up to its probe. HV@10: the hypervolume of "
+         "the (throughput / grid max, val_accuracy) front after 10 trials, as a fraction of the whole grid's. "
+         "Hydra's grid order is one fixed sequence, the same for every seed."), "",
     ]
+    for section in sections:
+        lines += section
     if note:
         lines += [note, ""]
     return "\n".join(lines)
@@ -242,56 +414,99 @@ def render(command: str, table: Table, floor: float, target: float, seeds: int, 
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--table", type=Path, default=DATA / "digits_grid.csv")
+    parser.add_argument("--tables", type=Path, nargs="+", default=TABLES)
+    parser.add_argument("--table", type=Path, help="one table only (the quick test's)")
     parser.add_argument("--seeds", type=int, default=30)
-    parser.add_argument("--accuracy-floor", type=float, default=0.9)
-    parser.add_argument("--strategies", nargs="*", default=[*STRATEGIES, *CONSTRAINED],
-                        choices=[*STRATEGIES, *CONSTRAINED])
+    parser.add_argument("--accuracy-floor", type=float, default=None,
+                        help="instead of the baseline's val_accuracy minus the tolerance")
+    parser.add_argument("--strategies", nargs="*", default=list(STRATEGIES), choices=list(STRATEGIES))
     parser.add_argument("--quick", action="store_true",
-                        help="2 seeds, 3 strategies, at most 15 trials; checks the replay works")
+                        help="2 seeds, 3 strategies, at most 8 trials; checks the replay works")
     parser.add_argument("--no-write", action="store_true", help="print only; leave docs/BENCHMARKS.md alone")
     parser.add_argument("--note", default="", help="a paragraph for the doc: what the figures mean")
+    parser.add_argument("--save", type=Path, help="also write the figures to this JSON file (for --merge)")
+    parser.add_argument("--merge", type=Path, nargs="+",
+                        help="write the doc from saved runs (one grid each, run apart to share the CPU)")
     args = parser.parse_args(argv)
+    if args.merge:
+        return merge(args.merge, args.note)
     if args.seeds < 2:
         print(f"search_efficiency: --seeds must be >= 2; got {args.seeds}; fix: --seeds 30", file=sys.stderr)
         return 2
+    import warnings
+
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.ERROR)
-    import warnings
-
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+    warnings.filterwarnings("ignore", category=FutureWarning)
     started = time.perf_counter()
-    table = load_table(args.table)
-    target = target_of(table, args.accuracy_floor)
+    tables = [args.table] if args.table else (TABLES[:1] if args.quick else args.tables)
     strategies = QUICK_STRATEGIES if args.quick else ["default", "random"] + [
         s for s in args.strategies if s not in ("default", "random")]
     seeds = 2 if args.quick else args.seeds
-    grid_hv = hypervolume([(r["metrics"]["throughput_samples_per_s"], r["metrics"]["val_accuracy"])
-                           for r in table.results.values() if r["outcome"] == "ok"],
-                          max(r["metrics"].get("throughput_samples_per_s", 0) for r in table.results.values()))
-    rows = {}
-    for name in strategies:
-        t0 = time.perf_counter()
-        trials = (10, 15) if args.quick else (max(HV_AT), None)  # at least, at most
-        runs = [replay(table, name, seed, args.accuracy_floor, target, *trials) for seed in range(seeds)]
-        rows[name] = summarise(runs, grid_hv)
-        s = rows[name]
-        print(f"{name:30s} trials to target mean {s['mean']:6.1f} median {s['median']:5.0f} max {s['max']:4d}  "
-              + "  ".join(f"HV@{k} {s.get(f'hv{k}', float('nan')):.3f}" for k in HV_AT)
-              + f"  ({time.perf_counter() - t0:.0f} s)", flush=True)
-    ratio = rows["default"]["mean"] / rows["random"]["mean"]
-    print(f"default / random trials to target: {ratio:.2f} (goal <= {GOAL_RATIO:.2f})")
+    sections, verdicts = [], []
+    for path in tables:
+        table = load_table(path)
+        baseline = baseline_of(table)
+        floor = floor_of(table, baseline, args.accuracy_floor)
+        target = target_of(table, floor)
+        print(f"{table.name}: baseline {baseline}, floor {floor:.4f}, target {target:.0f} samples/s", flush=True)
+        ok = [r for r in table.results.values() if r["outcome"] == "ok"]
+        grid_hv = hypervolume([(r["metrics"]["throughput_samples_per_s"], r["metrics"]["val_accuracy"]) for r in ok],
+                              max(r["metrics"]["throughput_samples_per_s"] for r in ok))
+        rows = {}
+        for name in strategies:
+            t0 = time.perf_counter()
+            trials = (0, 8) if args.quick else (HV_AT, MAX_TRIALS)  # at least, at most
+            runs = [replay(table, name, seed, floor, target, *trials) for seed in range(seeds)]
+            rows[name] = summarise(runs, grid_hv)
+            print(line_of(name, rows[name]) + f"  ({time.perf_counter() - t0:.0f} s)", flush=True)
+        ratio, met = verdict(rows)
+        verdicts.append((table.name, ratio, met, rows["default"]["median"], rows["random"]["median"]))
+        if args.save:
+            shown = "python scripts/bench/search_efficiency.py" + "".join(f" {shlex.quote(a)}" for a in argv)
+            args.save.write_text(json.dumps({"table": str(path.relative_to(REPO) if path.is_absolute() else path),
+                                             "command": shown, "seeds": seeds, "rows": rows,
+                                             "wall_s": time.perf_counter() - started, "load": load_averages()}))
+        print(f"{table.name}: default / random trials to target: {ratio:.2f} (medians; goal: default median <= "
+              f"{GOAL_MEDIAN}, ratio <= {GOAL_RATIO:.2f}): {'met' if met else 'missed'}", flush=True)
+        sections.append(render_table(table, baseline, floor, target, rows))
     if not args.quick and not args.no_write:
         shown = [a for i, a in enumerate(argv) if a != "--note" and (i == 0 or argv[i - 1] != "--note")]
         command = "python scripts/bench/search_efficiency.py" + "".join(f" {shlex.quote(a)}" for a in shown)
-        load = load_averages()
-        write_section(SECTION, render(command, table, args.accuracy_floor, target, seeds, rows,
-                                      sampler_node("default"), load, time.perf_counter() - started, args.note))
-        update_summary("Search efficiency", f"{ratio:.2f} ({rows['default']['mean']:.1f} vs "
-                       f"{rows['random']['mean']:.1f} trials, {seeds} seeds, replayed on a measured grid)",
-                       ratio <= GOAL_RATIO)
+        write_section(SECTION, render(command, seeds, sections, default_sampler_node(), load_averages(),
+                                      time.perf_counter() - started, args.note))
+        update_summary("Search efficiency", "; ".join(
+            f"{name}: median {d:.0f} trials vs random {r:.0f} (ratio {ratio:.2f})"
+            for name, ratio, _, d, r in verdicts) + f", {seeds} seeds, replayed on measured grids",
+            all(v[2] for v in verdicts))
         print("updated docs/BENCHMARKS.md")
+    return 0
+
+
+def merge(paths: list[Path], note: str) -> int:
+    """The doc's section from runs saved with --save (one grid each)."""
+    sections, verdicts, commands, seeds = [], [], [], set()
+    for path in paths:
+        saved = json.loads(path.read_text())
+        table = load_table(REPO / saved["table"] if not Path(saved["table"]).is_absolute() else Path(saved["table"]))
+        baseline = baseline_of(table)
+        floor = floor_of(table, baseline, None)
+        rows = saved["rows"]
+        sections.append(render_table(table, baseline, floor, target_of(table, floor), rows))
+        ratio, met = verdict(rows)
+        verdicts.append((table.name, ratio, met, rows["default"]["median"], rows["random"]["median"]))
+        commands.append(f"`{saved['command'].replace(' --save ' + shlex.quote(str(path)), '')}` "
+                        f"({saved['wall_s']:.0f} s, load average {saved['load']})")
+        seeds.add(saved["seeds"])
+    lines = render("; ".join(commands), min(seeds), sections, default_sampler_node(), "", 0.0, note).splitlines()
+    lines[2] = "Commands: " + "; ".join(commands) + "  "
+    write_section(SECTION, "\n".join(lines))
+    update_summary("Search efficiency", "; ".join(
+        f"{name}: median {d:.0f} trials vs random {r:.0f} (ratio {ratio:.2f})" for name, ratio, _, d, r in verdicts)
+        + f", {min(seeds)} seeds, replayed on measured grids", all(v[2] for v in verdicts))
+    print("updated docs/BENCHMARKS.md")
     return 0
 
 

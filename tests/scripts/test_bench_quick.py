@@ -50,6 +50,7 @@ def test_grid_then_replay(tmp_path: Path) -> None:
         assert set(lines) == {"default", "random", "hydra grid order"}, text
         assert all(numbers_after(line, "mean") >= 1 for line in lines.values()), text
         assert "default / random trials to target:" in text
+        assert "baseline {'batch_size': 64" in text  # conf/config.yaml's batch size: trial 0 of every replay
     # a grid of 2 configurations: Hydra's order needs 1 or 2 trials, never more
     assert numbers_after(next(l for l in tiny.splitlines() if l.startswith("hydra grid order")), "max") <= 2
 
