@@ -122,8 +122,9 @@ def test_two_objectives_a_slow_trial_stops_after_its_probe_a_faster_one_never(wo
     assert runs[first.number].data.params["train.stop_below_samples_per_s"] == "None"  # nothing to compare with yet
     bar = 0.5 * first.values[0]  # the only completed trial holds the best accuracy; margin 0.5
     assert float(runs[slow.number].data.params["train.stop_below_samples_per_s"]) == pytest.approx(bar, rel=1e-5)
-    assert slow.state == TrialState.PRUNED and slow.user_attrs["outcome"] == "stopped_early"
+    assert slow.state == TrialState.COMPLETE and slow.user_attrs["outcome"] == "stopped_early"
     probe = slow.user_attrs["metrics"]["probe_throughput_samples_per_s"]
+    assert slow.values == [pytest.approx(probe), first.values[1]] and not is_feasible(slow)  # taught, never best
     assert probe < bar and "cannot reach the Pareto front" in slow.user_attrs["reason"]
     assert slow.user_attrs["metrics"]["steps"] < 31  # stopped after warm-up + probe, not the 31-step budget
     run = runs[slow.number]
