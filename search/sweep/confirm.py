@@ -117,7 +117,8 @@ def confirm(run: SweepRun, run_trials: RunTrials, base_params: dict[str, Any], s
 
     if not contenders:
         return answer_of(base_params, None, base_accuracy,
-                         note="no other configuration at this accuracy came within 10% of the fastest")
+                         note="yours is the fastest configuration at this accuracy, and no other came within "
+                              "10% of it")
     if settings.confirm_budget <= 0:
         best = contenders[0]
         ratio = best.throughput / statistics.median(m[THROUGHPUT] for m in base_metrics if THROUGHPUT in m)

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 import optuna
+from optuna.trial import TrialState
 
 ROLE_ATTR = "search.trial_role"  # not "search.role": MLflow runs carry that tag (trial | sweep)
 SEED_ATTR = "search.seed"
@@ -30,3 +31,15 @@ def enqueue(study: optuna.Study, params: dict[str, Any], role_name: str, seed: i
         user_attrs[SEED_ATTR] = seed
         user_attrs[EXTRA_OVERRIDES_ATTR] = [f"train.seed={seed}"]
     study.enqueue_trial(params, user_attrs=user_attrs, skip_if_exists=False)
+
+
+def drop_unrun(study: optuna.Study, roles: tuple[str, ...] = ("confirm", "seed_check")) -> int:
+    """Close as failed the re-measurements a stopped sweep enqueued and never ran: they belong to its
+    confirmation, and the next sweep must not spend its own trials on them. How many."""
+    dropped = 0
+    for t in study.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
+        if t.user_attrs.get(ROLE_ATTR) in roles:
+            study._storage.set_trial_user_attr(t._trial_id, "reason", "enqueued by a confirmation that was stopped")
+            study._storage.set_trial_state_values(t._trial_id, state=TrialState.FAIL)
+            dropped += 1
+    return dropped

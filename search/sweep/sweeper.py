@@ -39,6 +39,7 @@ from search.sweep.failure_policy import FailurePolicy
 from search.sweep.jobs import Jobs
 from search.sweep.planning import Plan, plan_sweep
 from search.sweep.recovery import Heartbeat
+from search.sweep.roles import drop_unrun
 from search.sweep.rule_sampler import within_rules
 from search.sweep.staging import staging_applies
 from search.sweep.study import (METRIC_NAMES_ATTR, check_space_matches, large_study_notice, load_or_create,
@@ -159,6 +160,7 @@ class SweeperImpl:
             print(line, flush=True)  # an MLflow outage outlasted an earlier sweep
         self._fingerprint(study)
         study.set_user_attr(METRIC_NAMES_ATTR, metric_names)
+        drop_unrun(study)
         if self.baseline is not None:
             params, seed = self.baseline
             runs = enqueue_baseline(study, params, self.settings.baseline_repeats, seed)

@@ -184,3 +184,14 @@ def test_nightly_takes_the_confirmed_answer_as_its_incumbent():
     assert _incumbent(study, metric).params == {"batch_size": 256}  # no answer: the fastest
     study.set_user_attr("search.answer", {"params": {"batch_size": 128}})  # 256 lost the accuracy check, say
     assert _incumbent(study, metric).params == {"batch_size": 128}
+
+
+def test_a_stopped_confirmation_leaves_nothing_for_the_next_sweep():
+    from search.sweep.roles import drop_unrun, enqueue
+
+    study = optuna.create_study(directions=["maximize", "maximize"])
+    enqueue(study, {"batch_size": 64}, "confirm")
+    enqueue(study, {"batch_size": 64}, "baseline")
+    assert drop_unrun(study) == 1
+    states = [(t.user_attrs[ROLE_ATTR], t.state.name) for t in study.get_trials(deepcopy=False)]
+    assert states == [("confirm", "FAIL"), ("baseline", "WAITING")]

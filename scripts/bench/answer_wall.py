@@ -1,0 +1,139 @@
+"""Wall time to a confirmed answer, and the confirmation's repeatability.
+
+Sweeps of the default space (digits, CPU), each in its own directory, run one
+after the other in alternation (A B A B ...), so the machine's drift and a
+neighbour's load fall on both arms alike:
+
+- **answer**: today's default, `python -m search multirun`: the baseline,
+  early stopping, staging, and the confirmation.
+- **no saving**: the same with `hydra.sweeper.early_stopping=false
+  hydra.sweeper.staging=false`: every trial trains its whole budget. Its
+  answer is confirmed the same way, so the two arms' answers compare.
+
+Per sweep: the process's wall time, the search's and the confirmation's
+(from the answer stored on the study), the answer and its speedup with its
+95% interval. The saving is 1 - answer's search wall / no saving's, per pair.
+Two `answer` sweeps agree when their intervals overlap.
+
+    python scripts/bench/answer_wall.py            # 2 pairs, n_trials=20 -> docs/BENCHMARKS.md
+    python scripts/bench/answer_wall.py --quick    # 1 pair, n_trials=4, budget_samples 2000, < 4 min
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import date
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+
+from benchdoc import load_averages, machine_line, write_section  # noqa: E402
+
+SECTION = "## Wall time to a confirmed answer"
+ARMS = {"answer": [], "no saving": ["hydra.sweeper.early_stopping=false", "hydra.sweeper.staging=false"]}
+
+
+def run_sweep(extra: list[str], workdir: Path, timeout_s: float) -> dict:
+    import optuna
+    from optuna.storages import JournalStorage
+    from optuna.storages.journal import JournalFileBackend
+
+    env = {**os.environ, "PYTHONPATH": str(REPO), "MLFLOW_TRACKING_URI": f"sqlite:///{workdir}/mlflow.db",
+           "SEARCH_GPU_DEFAULT": "0"}
+    start = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "search", "multirun", *extra], cwd=workdir, env=env, text=True,
+                          capture_output=True, timeout=timeout_s)
+    wall_s = time.perf_counter() - start
+    if proc.returncode != 0:
+        raise RuntimeError(f"the sweep exited {proc.returncode}: {(proc.stderr or proc.stdout)[-2000:]}")
+    storage = JournalStorage(JournalFileBackend(str(workdir / "optuna.journal")))
+    [name] = optuna.get_all_study_names(storage)
+    study = optuna.load_study(study_name=name, storage=storage)
+    answer = study.user_attrs.get("search.answer") or {}
+    trials = study.get_trials(deepcopy=False)
+    baseline = next((t.params for t in trials if t.user_attrs.get("search.trial_role") == "baseline"), {})
+    if answer:
+        answer["changed"] = " ".join(f"{k}={v}" for k, v in answer["params"].items() if baseline.get(k) != v)
+    return {"wall_s": wall_s, "search_wall_s": answer.get("search_wall_s"),
+            "confirm_wall_s": answer.get("confirm_wall_s"), "trials": len(trials),
+            "throughput_only": sum(1 for t in trials if "search.accuracy_from" in t.user_attrs),
+            "stopped_early": sum(1 for t in trials if t.user_attrs.get("outcome") == "stopped_early"),
+            "answer": answer}
+
+
+def _answer_text(a: dict) -> str:
+    if not a:
+        return "none"
+    if a.get("is_baseline"):
+        return "your configuration"
+    return f"{a['changed']}: {a['speedup']:.2f}x ({a['ci_low']:.2f}-{a['ci_high']:.2f}, {a['rounds']} rounds)"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--pairs", type=int, default=2)
+    parser.add_argument("--n-trials", type=int, default=20)
+    args = parser.parse_args()
+    pairs, n_trials = (1, 4) if args.quick else (args.pairs, args.n_trials)
+    common = [f"hydra.sweeper.n_trials={n_trials}"] + (["train.budget_samples=2000"] if args.quick else [])
+    loads = [load_averages()]
+    rows: list[tuple[int, str, dict]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for pair in range(pairs):
+            for seed, (arm, extra) in enumerate(ARMS.items()):
+                workdir = Path(tmp) / f"{pair}-{seed}"
+                workdir.mkdir()
+                result = run_sweep(common + extra + [f"hydra.sweeper.seed={pair}"], workdir, 3600)
+                rows.append((pair, arm, result))
+                print(json.dumps({"pair": pair, "arm": arm, **{k: v for k, v in result.items() if k != "answer"},
+                                  "answer": _answer_text(result["answer"])}), flush=True)
+    loads.append(load_averages())
+    savings = []
+    for pair in range(pairs):
+        got = {arm: r for p, arm, r in rows if p == pair}
+        a, b = got["answer"], got["no saving"]
+        if a["search_wall_s"] and b["search_wall_s"]:
+            savings.append(1 - a["search_wall_s"] / b["search_wall_s"])
+    answers = [r["answer"] for _, arm, r in rows if arm == "answer" and r["answer"]]
+    agree = None
+    if len(answers) >= 2 and not any(a.get("is_baseline") for a in answers[:2]):
+        x, y = answers[:2]
+        agree = x["ci_low"] <= y["ci_high"] and y["ci_low"] <= x["ci_high"]
+    lines = [SECTION, "",
+             f"`python scripts/bench/answer_wall.py{' --quick' if args.quick else ''}` on {date.today()}: "
+             f"{machine_line()}; load {loads[0]} before, {loads[1]} after. The default space, "
+             f"`hydra.sweeper.n_trials={n_trials}`, arms run alternately (the hydra.sweeper.seed of the pair).", "",
+             "| pair | arm | wall s | search s | confirmation s | trials (timed only / stopped early) | answer |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
+    for pair, arm, r in rows:
+        lines.append(f"| {pair} | {arm} | {r['wall_s']:.0f} | {r['search_wall_s'] or 0:.0f} | "
+                     f"{r['confirm_wall_s'] or 0:.0f} | {r['trials']} ({r['throughput_only']} / {r['stopped_early']}) "
+                     f"| {_answer_text(r['answer'])} |")
+    lines.append("")
+    if savings:
+        lines.append(f"Search wall time saved by early stopping and staging: "
+                     f"{', '.join(f'{s:.0%}' for s in savings)} (median {statistics.median(savings):.0%}; goal >= 40%).")
+    confirm_shares = [r["confirm_wall_s"] / r["search_wall_s"] for _, arm, r in rows
+                      if arm == "answer" and r["confirm_wall_s"] and r["search_wall_s"]]
+    if confirm_shares:
+        lines.append(f"Confirmation's cost, as a share of the search's wall time: "
+                     f"{', '.join(f'{s:.0%}' for s in confirm_shares)} (budget 15%).")
+    if agree is not None:
+        lines.append(f"Repeatability: the two `answer` sweeps' speedup intervals {'overlap' if agree else 'do not overlap'}.")
+    text = "\n".join(lines)
+    print(text)
+    if not args.quick:
+        write_section(SECTION, text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
