@@ -3,7 +3,10 @@
 Accuracy here is deterministic for a configuration and throughput varies by
 a few percent, so a repeat measures only noise; yet on a small categorical
 space TPE keeps proposing its favourite (seen in one default sweep: its last
-10 trials were the same two configurations, 8 of them repeats). When the sampler proposes a
+10 trials were the same two configurations, 8 of them repeats). The sweep's
+sampler is wrapped (search/sweep/rule_sampler.py) so that it repairs such a
+proposal itself, before a trial number is spent. This module is the net
+behind it, for a sampler that is not wrapped: when a proposal repeats a
 configuration this study has already completed (or stopped early, or is
 running now on another device slot or worker), the proposal is closed as
 a failed trial marked `search.repeat_of` (samplers ignore failed trials, and
