@@ -30,7 +30,7 @@ from search.measure import fingerprint, gpu_telemetry
 from search.reports.answer import answer_metrics, print_answer, tag_sweep_run
 from search.reports.plots import write_report
 from search.reports.progress import SweepProgress
-from search.reports.tables import print_front
+from search.reports.tables import compare_run_ids, print_front
 from search.sweep.answer import ANSWER_ATTR, THROUGHPUT, Answer
 from search.sweep.baseline import baseline_params, enqueue_baseline, fit_baseline
 from search.sweep.confirm import confirm, overrides_for
@@ -42,8 +42,8 @@ from search.sweep.recovery import Heartbeat
 from search.sweep.roles import drop_unrun
 from search.sweep.rule_sampler import within_rules
 from search.sweep.staging import staging_applies
-from search.sweep.study import (METRIC_NAMES_ATTR, check_space_matches, large_study_notice, load_or_create,
-                                make_sampler, storage_location)
+from search.sweep.study import (check_space_matches, large_study_notice, load_or_create, make_sampler, name_metrics,
+                                storage_location)
 from search.sweep.sweep_settings import sweep_settings
 from search.sweep.trial_loop import SweepRun, recover, run_enqueued, run_trials
 from search.tracking import mlflow_client, mlflow_repair
@@ -159,13 +159,13 @@ class SweeperImpl:
         for line in mlflow_repair.repair(self.settings.experiment_name or plan.study_name, study):
             print(line, flush=True)  # an MLflow outage outlasted an earlier sweep
         self._fingerprint(study)
-        study.set_user_attr(METRIC_NAMES_ATTR, metric_names)
+        name_metrics(study, metric_names)  # the axes' names in optuna-dashboard too
         drop_unrun(study)
         if self.baseline is not None:
             params, seed = self.baseline
             runs = enqueue_baseline(study, params, self.settings.baseline_repeats, seed)
             shown = " ".join(f"{k}={v}" for k, v in params.items())
-            print(f"baseline (your configuration: {shown}): " + (
+            print(f"baseline, your configuration ({shown}): " + (
                 f"runs first, {runs} time(s), never stopped early" if runs else "measured already in this study"),
                 flush=True)
         extra = self.hooks.start(study, plan.storage, plan.space.distributions)
@@ -184,6 +184,8 @@ class SweeperImpl:
                 "early_stopping": plan.early_stopping, "pruner": type(plan.pruner).__name__,
                 "early_stopping_margin": s.early_stopping_margin,
                 "early_stopping_startup_trials": s.early_stopping_startup_trials,
+                "accuracy_tolerance": s.accuracy_tolerance, "baseline_repeats": s.baseline_repeats,
+                "confirm_budget": s.confirm_budget, "confirm_candidates": s.confirm_candidates, "staging": s.staging,
                 **{f"space.{k}": repr(d) for k, d in plan.space.distributions.items()}}
 
     def _report(self, study: optuna.Study, plan: Plan, sweep: tracking.Sweep, metric_names: list[str],
@@ -193,8 +195,11 @@ class SweeperImpl:
         report_dir = self.sweep_dir / "report"
         plot_files = write_report(study, report_dir, sweep.parent_run_id)
         hook_status = self.hooks.finish(metric_names, report_dir, sweep.parent_run_id, plot_files)
-        print(f"MLflow: {mlflow_client.how_to_look()}   "
-              f"(experiment {self.settings.experiment_name or plan.study_name!r})", flush=True)
+        print(f"MLflow: {mlflow_client.how_to_look()}   (experiment {self.settings.experiment_name or plan.study_name!r}:"
+              f" {mlflow_client.experiment_url(sweep.experiment_id)})", flush=True)
+        answer_runs = [study.trials[n].user_attrs.get("mlflow_run_id") for n in (answer.trials if answer else [])]
+        if (url := mlflow_client.compare_url([r for r in answer_runs if r] + compare_run_ids(study))) is not None:
+            print(f"MLflow, side by side (the answer, the baseline, the front): {url}", flush=True)
         if answer is not None and self.baseline is not None:
             print_answer(answer, self.baseline[0])
         if self.failure_policy.gives_up(outcomes):

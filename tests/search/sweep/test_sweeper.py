@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from conftest import run_search
+from search.sweep.outcome import named_constraints
 from sweep_results import load_study, runs
 
 pytestmark = pytest.mark.slow
@@ -43,7 +44,7 @@ def test_four_trials_land_in_optuna_and_mlflow_and_a_rerun_resumes(workdir: Path
         assert run.data.params["train.budget_samples"] == "1200"
         # never infeasible: a pair this machine cannot run (2 ranks x 2 threads on 2 cores) is never proposed
         assert outcome == "ok" and run.info.status == "FINISHED", (outcome, trial.user_attrs.get("reason"))
-        assert trial.constraints == {"runnable": 0.0}
+        assert named_constraints(trial) == {"runnable": 0.0}
         m = run.data.metrics
         for metric in ("throughput_samples_per_s", "throughput_cv", "val_accuracy", "val_loss",
                        "peak_pss_tree_bytes", "trial_wall_s", "step_time_p50_ms", "step_time_p95_ms",
