@@ -1,4 +1,4 @@
-"""Constraints on trial metrics, the Optuna 5 way (`trial.set_constraint`).
+"""Constraints on trial metrics, told to Optuna as one list (search/sweep/outcome.py set_constraints).
 
 A rule is `metric >= bound` or `metric <= bound`; Optuna calls a trial
 feasible when every constraint value is <= 0, so `x >= t` is told as `t - x`
