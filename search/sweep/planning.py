@@ -30,7 +30,7 @@ from search.sweep.metric_names import check_declared, declared_by, named_metrics
 from search.sweep.preflight import check_tracking_uri
 from search.sweep.settings import check_config, checked_trial
 from search.sweep.space import Space, build_space, parse_overrides, to_override
-from search.sweep.study import check_storage, make_sampler, normalize_directions, open_storage
+from search.sweep.study import DEFAULT_STORAGE, check_storage, make_sampler, normalize_directions, open_storage
 from search.sweep.sweep_settings import BUILT_IN_DIRECTION, BUILT_IN_METRICS, SweepSettings, given_settings
 from search.trial import slots as device_slots
 from search.trial.isolate import run_isolated
@@ -72,6 +72,10 @@ def plan_sweep(settings: SweepSettings, jobs: Jobs, hooks: SweepHooks, sweep_dir
     metrics, directions = _metrics_and_directions(settings, jobs, measures_accuracy)
     if not jobs.runs_our_trials():
         jobs.value_names = metrics  # the numbers a user's task returns get these names (search/sweep/jobs.py)
+        if settings.storage is None:
+            print(f"storage: null keeps the study in ./{DEFAULT_STORAGE}, and a re-run of the same study resumes it "
+                  f"(hydra-optuna-sweeper kept it in memory); a fresh study: another hydra.sweeper.study_name",
+                  flush=True)
     constraints = parse_constraints(settings.constraints)
     named = named_metrics(metrics, constraints, hooks.named_metrics())
     confirm = check_declared(named, declared_by(probed), jobs.default_study_name())

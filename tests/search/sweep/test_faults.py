@@ -31,10 +31,13 @@ from conftest import REPO, TESTS, run_search
 
 pytestmark = pytest.mark.slow
 
-CALLABLE = ["objective=custom", "objective.callable=faulty_objective:objective", "hydra.sweeper.params=null"]
+# One study name for every faulty objective (by default a study is named after the objective's callable or model).
+CALLABLE = ["objective=custom", "objective.callable=faulty_objective:objective", "hydra.sweeper.params=null",
+            "hydra.sweeper.study_name=custom"]
 THREE = [*CALLABLE, "batch_size=choice(32,64,128)", "hydra.sweeper.n_trials=3", "hydra.sweeper.seed=1"]
-ONE_TRIAL = ["objective=custom", "hydra.sweeper.params=null", "batch_size=choice(32,64)", "hydra.sweeper.n_trials=1",
-             "train.budget_samples=512", "train.warmup_steps=1", "train.window_steps=2"]
+ONE_TRIAL = ["objective=custom", "hydra.sweeper.study_name=custom", "hydra.sweeper.params=null",
+             "batch_size=choice(32,64)", "hydra.sweeper.n_trials=1", "train.budget_samples=512", "train.warmup_steps=1",
+             "train.window_steps=2"]
 
 
 # -- helpers ----------------------------------------------------------------------------------
@@ -249,5 +252,5 @@ def test_a_callable_that_reports_val_accuracy_gets_the_default_two_objective_swe
                    "hydra.sweeper.params=null", "batch_size=choice(32,64)", "hydra.sweeper.n_trials=1")
     assert result.returncode == 0, result.stderr[-3000:]
     assert "measures no accuracy" not in result.stdout
-    [trial] = load_study(workdir, "custom").trials
+    [trial] = load_study(workdir, "faulty_objective.objective").trials  # the study is named after the callable
     assert len(trial.values) == 2 and trial.values[1] == trial.user_attrs["metrics"]["val_accuracy"]

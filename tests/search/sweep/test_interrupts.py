@@ -27,8 +27,9 @@ from conftest import REPO, TESTS
 
 pytestmark = pytest.mark.slow
 
-HANGING = ["objective=custom", "objective.callable=faulty_objective:objective", "hydra.sweeper.params=null",
-           "batch_size=choice(32,64,128)", "hydra.sweeper.n_trials=1", "hydra.sweeper.max_retries=1"]
+HANGING = ["objective=custom", "objective.callable=faulty_objective:objective", "hydra.sweeper.study_name=custom",
+           "hydra.sweeper.params=null", "batch_size=choice(32,64,128)", "hydra.sweeper.n_trials=1",
+           "hydra.sweeper.max_retries=1"]
 
 
 def start(workdir: Path, token: str, fault: str, tracking_uri: str | None = None) -> subprocess.Popen:

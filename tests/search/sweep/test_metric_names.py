@@ -77,5 +77,5 @@ def test_a_callable_whose_first_trial_lacks_a_named_metric_stops_the_sweep_with_
     assert len(errors) == 1 and "its first trial reported" in errors[0] and "score" in errors[0], result.stderr
     assert "not throughput_samples_per_s, val_accuracy" in errors[0] and "fix:" in errors[0]
     storage = JournalStorage(JournalFileBackend(str(workdir / "optuna.journal")))
-    [trial] = optuna.load_study(study_name="custom", storage=storage).trials
+    [trial] = optuna.load_study(study_name="user_objective_names.objective", storage=storage).trials
     assert trial.user_attrs["outcome"] == "infeasible"

@@ -93,6 +93,7 @@ def test_an_old_plugin_app_sweeps_and_its_values_reach_mlflow(workdir: Path, cas
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
 
     study = load_study(workdir, "sphere")  # storage: null is ./optuna.journal here, not an in-memory study
+    assert "storage: null keeps the study in ./optuna.journal" in result.stdout
     assert [d.name.lower() for d in study.directions] == directions
     trials = [t for t in study.trials if t.user_attrs.get("outcome") != "skipped"]
     assert len(trials) == 3 and all(t.user_attrs["outcome"] == "ok" for t in trials)

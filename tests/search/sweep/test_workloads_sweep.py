@@ -94,7 +94,7 @@ def test_users_own_objective_from_outside_the_repo_through_target_only(workdir: 
         "objective.val_dataset={_target_: user_objective.Blobs, n: 256, seed: 1}",
         "train.budget_samples=1024", cwd=workdir, env={"PYTHONPATH": f"{REPO}:{outside}"})
     assert result.returncode == 0, result.stderr[-3000:]
-    trials = study(workdir, "custom").trials
+    trials = study(workdir, "user_objective.Mlp").trials  # named after the model's _target_
     assert [t.user_attrs["outcome"] for t in trials] == ["ok", "ok"]
     metrics = {t.params["model_pruning.ratio"]: t.user_attrs["metrics"] for t in trials}
     assert metrics[0.5]["params_count"] < 0.7 * metrics[0.0]["params_count"]  # model pruning applied
