@@ -65,4 +65,5 @@ KNOB = Knob(
     combination_rules=("parallel.compile other than none needs train.warmup_steps >= 1 (compilation stays out "
                        "of throughput)",),
     applies=("apply_compile",),
+    speed_only=('parallel.compile', 'parallel.compile_backend'),
 )

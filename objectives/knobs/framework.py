@@ -69,4 +69,5 @@ KNOB = Knob(
     check_hardware=check_hardware,
     doctor_values=lambda hw: {"framework.cudnn_benchmark": [False, True]},
     applies=("apply_framework",),
+    speed_only=('framework.channels_last', 'framework.cudnn_benchmark'),
 )

@@ -93,4 +93,5 @@ KNOB = Knob(
         "loader.prefetch_factor": ("an int >= 1", lambda v: v >= 1, 2),
     },
     applies=("apply_loader",),
+    speed_only=('loader.num_workers', 'loader.pin_memory', 'loader.persistent_workers', 'loader.prefetch_factor'),
 )

@@ -90,4 +90,5 @@ KNOB = Knob(
     check_hardware=check_hardware,
     doctor_values=lambda hw: {"memory.expandable_segments": [False, True]},
     applies=("apply_expandable_segments", "apply_activation_checkpointing"),
+    speed_only=('memory.activation_checkpointing', 'memory.expandable_segments'),
 )

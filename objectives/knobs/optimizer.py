@@ -52,4 +52,5 @@ KNOB = Knob(
         "optim.weight_decay": ("a finite float >= 0", lambda v: v >= 0 and math.isfinite(v), 0.0),
     },
     applies=("build_optimizer",),
+    speed_only=('optim.fused',),
 )

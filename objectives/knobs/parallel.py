@@ -150,4 +150,5 @@ KNOB = Knob(
     check_hardware=check_hardware,
     doctor_values=lambda hw: {"parallel.devices": list(range(1, (hw.gpu_count or hw.cpu_cores) + 1))},
     applies=("apply_threads", "apply_ddp"),
+    speed_only=('parallel.threads',),
 )

@@ -24,16 +24,12 @@ import optuna
 from omegaconf import OmegaConf
 from optuna.trial import TrialState
 
+from objectives.knobs import KNOBS
 from search.sweep.no_repeat import REPLACES_ATTR
 from search.sweep.roles import ROLE_ATTR, SEED_ATTR
 
-# Knobs (config paths) that leave the trained model's maths unchanged; everything else swept is maths.
-SPEED_ONLY = frozenset({
-    "loader.num_workers", "loader.pin_memory", "loader.persistent_workers", "loader.prefetch_factor",
-    "parallel.threads", "parallel.compile", "parallel.compile_backend", "optim.fused",
-    "framework.channels_last", "framework.cudnn_benchmark",
-    "memory.activation_checkpointing", "memory.expandable_segments",
-})
+# Knob keys that leave the trained model's maths unchanged (each knob module's KNOB.speed_only).
+SPEED_ONLY = frozenset(k for knob in KNOBS for k in knob.speed_only)
 ACCURACY_FROM_ATTR = "search.accuracy_from"  # the trial whose trained accuracy a throughput-only trial carries
 INHERITED = ("val_accuracy", "val_loss")
 THROUGHPUT_ONLY = "train.throughput_only=true"
