@@ -2,7 +2,8 @@
 interleaved, and the answer is trained again at a second seed.
 
 1. The contenders: the configurations at the baseline's accuracy (minus the
-   tolerance) whose search throughput is within noise (10%) of the fastest,
+   tolerance) whose search throughput is within noise of the fastest (10%,
+   or the spread of the baseline's own runs when that is larger),
    at most `hydra.sweeper.confirm_candidates`, the baseline's own
    configuration left out (it is measured in every round anyway).
 2. Rounds: the baseline and each contender once per round, the order
@@ -96,17 +97,21 @@ def confirm(run: SweepRun, run_trials: RunTrials, base_params: dict[str, Any], s
     settings, study = run.settings, run.study
     search_wall_s = time.monotonic() - run.started_s
     trials = study.get_trials(deepcopy=False)
-    base_trials = [t for t in _at_study_seed(baseline_trials(study))
+    base_trials = [t for t in baseline_trials(study)
                    if t.state == TrialState.COMPLETE and t.user_attrs.get("outcome") == "ok"]
     if not base_trials:
         say("no answer: the baseline (your configuration) has no run that ended ok, so there is no speedup to state")
         return None
-    base_metrics = [t.user_attrs.get("metrics", {}) for t in base_trials]
-    base_acc = [m[ACCURACY] for m in base_metrics if ACCURACY in m]
+    base_metrics = [t.user_attrs.get("metrics", {}) for t in base_trials]  # its throughput at any seed
+    base_acc = [t.user_attrs["metrics"][ACCURACY] for t in (_at_study_seed(base_trials) or base_trials)
+                if ACCURACY in t.user_attrs.get("metrics", {})]  # at the study's seed when that run ended ok
     base_accuracy = statistics.median(base_acc) if base_acc else None
     floor = None if base_accuracy is None else base_accuracy - settings.accuracy_tolerance
     ranked = eligible([_contender(c) for c in candidates(_at_study_seed(trials)) if THROUGHPUT in c.metrics], floor)
-    contenders = [c for c in within_noise(ranked, NOISE, settings.confirm_candidates + 1)
+    base_throughputs = [m[THROUGHPUT] for m in base_metrics if THROUGHPUT in m]
+    noise = max(NOISE, (max(base_throughputs) - min(base_throughputs)) / max(base_throughputs)) \
+        if base_throughputs else NOISE
+    contenders = [c for c in within_noise(ranked, noise, settings.confirm_candidates + 1)
                   if key(c.params) != key(base_params)][:settings.confirm_candidates]
 
     def answer_of(params: Mapping[str, Any], ratio: Ratio | None, val_accuracy: float | None, **kw: Any) -> Answer:
@@ -117,8 +122,8 @@ def confirm(run: SweepRun, run_trials: RunTrials, base_params: dict[str, Any], s
 
     if not contenders:
         return answer_of(base_params, None, base_accuracy,
-                         note="yours is the fastest configuration at this accuracy, and no other came within "
-                              "10% of it")
+                         note=f"yours is the fastest configuration at this accuracy, and no other came within "
+                              f"{noise:.0%} of it")
     if settings.confirm_budget <= 0:
         best = contenders[0]
         ratio = best.throughput / statistics.median(m[THROUGHPUT] for m in base_metrics if THROUGHPUT in m)
