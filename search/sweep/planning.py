@@ -97,13 +97,16 @@ def plan_sweep(settings: SweepSettings, jobs: Jobs, hooks: SweepHooks, sweep_dir
 def _reproducible(space: Space, jobs: Jobs) -> Space:
     """Each trial's overrides, which `python -m search export` writes down, also name what the
     command line left implicit: the objective a default chose, and the config search path a
-    file-based objective was found on (made absolute, so the export runs from any directory)."""
+    file-based objective was found on (`hydra.searchpath`, made absolute so that the export runs
+    from any directory, and a `--config-dir`)."""
     given = {o.key_or_group for o in parse_overrides(space.fixed_overrides)}
     extra = []
     choice = jobs.config.hydra.runtime.choices.get("objective")
     if choice and "objective" not in given:
         extra.append(f"objective={choice}")
     searchpath = [_absolute(str(p)) for p in jobs.config.hydra.searchpath or []]
+    searchpath += [f"{s.schema}://{s.path}" for s in jobs.config.hydra.runtime.get("config_sources") or []
+                   if s.provider == "command-line"]  # --config-dir (-cd): on the search path as well
     if searchpath and "hydra.searchpath" not in given:
         extra.append(f"hydra.searchpath=[{','.join(searchpath)}]")
     return dataclasses.replace(space, fixed_overrides=extra + space.fixed_overrides)
