@@ -16,7 +16,7 @@ Per sweep: the process's wall time, the search's and the confirmation's
 Two `answer` sweeps agree when their intervals overlap.
 
     python scripts/bench/answer_wall.py            # 2 pairs, n_trials=20 -> docs/BENCHMARKS.md
-    python scripts/bench/answer_wall.py --quick    # 1 pair, n_trials=4, budget_samples 2000, < 4 min
+    python scripts/bench/answer_wall.py --quick    # 1 pair, n_trials=3, budget_samples 1000, ~2 min
 """
 from __future__ import annotations
 
@@ -82,8 +82,8 @@ def main() -> int:
     parser.add_argument("--pairs", type=int, default=2)
     parser.add_argument("--n-trials", type=int, default=20)
     args = parser.parse_args()
-    pairs, n_trials = (1, 4) if args.quick else (args.pairs, args.n_trials)
-    common = [f"hydra.sweeper.n_trials={n_trials}"] + (["train.budget_samples=2000"] if args.quick else [])
+    pairs, n_trials = (1, 3) if args.quick else (args.pairs, args.n_trials)
+    common = [f"hydra.sweeper.n_trials={n_trials}"] + (["train.budget_samples=1000"] if args.quick else [])
     loads = [load_averages()]
     rows: list[tuple[int, str, dict]] = []
     with tempfile.TemporaryDirectory() as tmp:

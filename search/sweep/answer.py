@@ -151,24 +151,29 @@ def pick(confirmed: Sequence[tuple[Contender, Ratio, list[float]]]) -> tuple[int
 
 def panel_lines(answer: Answer, baseline_params: Mapping[str, Any]) -> list[str]:
     """The terminal's last words (search/reports/answer.py draws them in a panel)."""
-    acc = ""
-    if answer.val_accuracy is not None and answer.baseline_val_accuracy is not None:
-        acc = (f"val_accuracy {answer.val_accuracy:.4f} vs {answer.baseline_val_accuracy:.4f} "
-               f"at tolerance {answer.tolerance:g}")
-    check = ""
-    if answer.seed_check:
-        s = answer.seed_check
-        check = (f"seed {s['seed']}: val_accuracy {s['val_accuracy']:.4f} vs {s['baseline_val_accuracy']:.4f} "
-                 f"({'passed' if s['passed'] else 'FAILED'})")
-    changed = answer.changed(baseline_params)
-    what = " ".join(f"{k}={v}" for k, v in changed.items()) or "your configuration"
+    lines = []
     if answer.is_baseline:
-        head = f"{what}: no configuration was faster than yours beyond noise at the same accuracy"
+        lines.append("your configuration: " + (answer.note or "no configuration was faster beyond noise at the "
+                                                               "same accuracy"))
+        if answer.baseline_val_accuracy is not None:
+            lines.append(f"val_accuracy {answer.baseline_val_accuracy:.4f}; the others had to reach "
+                         f"{answer.baseline_val_accuracy - answer.tolerance:.4f} (tolerance {answer.tolerance:g})")
+        return lines
+    what = " ".join(f"{k}={v}" for k, v in answer.changed(baseline_params).items()) or "your configuration"
+    if answer.rounds >= 2:
+        lines.append(f"{what}: {answer.speedup:.2f}x your configuration (95% CI {answer.ci_low:.2f}-"
+                     f"{answer.ci_high:.2f}, {answer.rounds} interleaved rounds)")
     else:
-        head = (f"{what}: {answer.speedup:.2f}x your configuration (95% CI {answer.ci_low:.2f}-"
-                f"{answer.ci_high:.2f}, {answer.rounds} interleaved rounds)")
-    lines = [head]
-    lines += [x for x in (acc, check, answer.note) if x]
+        lines.append(f"{what}: {answer.speedup:.2f}x your configuration")
+    if answer.val_accuracy is not None and answer.baseline_val_accuracy is not None:
+        lines.append(f"val_accuracy {answer.val_accuracy:.4f} vs {answer.baseline_val_accuracy:.4f} "
+                     f"at tolerance {answer.tolerance:g}")
+    if answer.seed_check:
+        c = answer.seed_check
+        lines.append(f"seed {c['seed']}: val_accuracy {c['val_accuracy']:.4f} vs {c['baseline_val_accuracy']:.4f} "
+                     f"({'passed' if c['passed'] else 'FAILED'})")
+    if answer.note:
+        lines.append(answer.note)
     if answer.tied_with:
         lines.append(f"tied within noise with {len(answer.tied_with)} other(s); picked by {answer.rule}")
     return lines

@@ -122,8 +122,7 @@ def confirm(run: SweepRun, run_trials: RunTrials, base_params: dict[str, Any], s
 
     if not contenders:
         return answer_of(base_params, None, base_accuracy,
-                         note=f"yours is the fastest configuration at this accuracy, and no other came within "
-                              f"{noise:.0%} of it")
+                         note=f"the fastest at its accuracy; no other configuration came within {noise:.0%} of it")
     if settings.confirm_budget <= 0:
         best = contenders[0]
         ratio = best.throughput / statistics.median(m[THROUGHPUT] for m in base_metrics if THROUGHPUT in m)
@@ -156,7 +155,8 @@ def confirm(run: SweepRun, run_trials: RunTrials, base_params: dict[str, Any], s
         if ratio is not None and ratio.rounds >= 2:
             confirmed.append((c, ratio, num))
     if not confirmed:
-        return answer_of(base_params, None, base_accuracy, note="no contender's confirmation runs ended ok",
+        return answer_of(base_params, None, base_accuracy, note="no contender's confirmation runs ended ok, so "
+                                                                "no speedup is confirmed",
                          confirm_wall_s=time.monotonic() - start)
     chosen, tied, rule = pick(confirmed)
     order = [chosen] + [i for i in sorted(range(len(confirmed)), key=lambda i: -confirmed[i][1].estimate)
@@ -175,7 +175,7 @@ def confirm(run: SweepRun, run_trials: RunTrials, base_params: dict[str, Any], s
             f"{check['val_accuracy']:.4f} at seed {check['seed']} vs the baseline's {check['baseline_val_accuracy']:.4f}")
     best = confirmed[order[0]]
     return answer_of(base_params, None, base_accuracy, confirm_wall_s=time.monotonic() - start,
-                     note=f"the fastest contender measured {best[1].text()} against your configuration")
+                     note=f"no configuration was faster beyond noise (the fastest contender: {best[1].text()})")
 
 
 def _seed_check(run: SweepRun, run_trials: RunTrials, params: Mapping[str, Any], base_params: Mapping[str, Any],
