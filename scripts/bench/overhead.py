@@ -14,11 +14,27 @@ repeats), timed from process start to exit from outside:
 
 Inside time is what each trial reports itself: train_wall_s + eval_wall_s.
 Everything else (interpreter start, imports, building the workload, sampler,
-storage, MLflow, process start) is overhead. Goal (issue 9): at most 2% for
-~10-second trials while keeping full process isolation.
+storage, MLflow, process start) is overhead. Goals: at most 2% for
+~10-second trials while keeping full process isolation (issue 9); the whole
+sweep within 1.05x the plain loop's wall time (issue 17).
 
-    python scripts/bench/overhead.py            # 5 trials of ~10 s per runner -> docs/BENCHMARKS.md
-    python scripts/bench/overhead.py --quick    # 1 tiny trial per runner, < 40 s
+The sweep runs with early stopping off: the plain loop has none, and its
+trials differ only in their seed, so a stop is the machine's noise (a trial
+that happened to run slowly), not the service's judgement, and a stopped
+trial trains less, which would compare different amounts of work. For the
+same reason it measures no baseline and confirms nothing
+(`baseline_repeats=0`, `confirm_budget=0`): those are trials of their own,
+which the loop does not run.
+
+Whether the service slows the trial itself is a separate, fine-grained A/B
+(`trial_ab`): one digits training process, with the sweep's sampler of
+its memory and CPU (search/measure/cpu_telemetry.py) switched on and off in
+alternating 1.5 s blocks, and, as a third arm, the same sampler reading PSS
+at every 0.1 s sample as it did before issue 17; the ratio of each arm's
+throughput to the neighbouring "off" blocks cancels the machine's drift.
+
+    python scripts/bench/overhead.py            # 8 trials of ~10 s per runner -> docs/BENCHMARKS.md
+    python scripts/bench/overhead.py --quick    # 1 tiny trial per runner, a 6-block A/B, < 60 s
 """
 from __future__ import annotations
 
@@ -41,17 +57,30 @@ SECTION = "## Service overhead"
 OVERRIDES = ["train.budget_samples=14000", "batch_size=64", "loader.num_workers=0", "parallel.threads=1"]
 QUICK_OVERRIDES = ["train.budget_samples=320", "train.warmup_steps=1", "train.window_steps=2"]
 GOAL = 0.02
+WALL_GOAL = 1.05  # the sweep's wall time over the plain loop's (issue 17)
+RUNNERS = ("search", "optuna loop", "spawn")
+BASELINE = "search (baseline)"
 _CHILD = ("import json, sys, objectives; cfg = json.load(open(sys.argv[1])); "
           "json.dump(objectives.run_trial(cfg).to_dict(), open(sys.argv[2], 'w'))")
 
 
-def run_search(n: int, overrides: list[str], workdir: Path) -> dict:
-    from timed_sweep import run_timed_sweep
+def run_search(n: int, overrides: list[str], workdir: Path, tree: Path | None = None) -> dict:
+    """The sweep of this checkout, or of `tree` (another checkout, e.g. the commit before a change)."""
+    if tree is None:
+        from timed_sweep import run_timed_sweep
+    else:
+        import importlib.util
 
+        spec = importlib.util.spec_from_file_location("baseline_timed_sweep", tree / "scripts/bench/timed_sweep.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        run_timed_sweep = module.run_timed_sweep
     _create_mlflow_db(workdir)
     seeds = ",".join(str(i) for i in range(n))
     return run_timed_sweep(["multirun", "hydra.sweeper.params=null", f"train.seed=choice({seeds})",
-                            f"hydra.sweeper.n_trials={n}", *overrides], workdir)
+                            f"hydra.sweeper.n_trials={n}", "hydra.sweeper.early_stopping=false",
+                            "hydra.sweeper.baseline_repeats=0", "hydra.sweeper.confirm_budget=0", *overrides],
+                           workdir)
 
 
 def _create_mlflow_db(workdir: Path) -> None:
@@ -77,8 +106,9 @@ def optuna_loop(n: int, cfg_path: Path, result_path: Path, spawn: bool) -> None:
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    if not spawn:
-        import objectives
+    if not spawn:  # torch is imported here, before the first trial, as a training script would
+        from objectives import run_trial
+
     cfg = json.loads(cfg_path.read_text())
     study = optuna.create_study(directions=["maximize", "maximize"], sampler=optuna.samplers.TPESampler(seed=0))
     trials = []
@@ -93,11 +123,91 @@ def optuna_loop(n: int, cfg_path: Path, result_path: Path, spawn: bool) -> None:
                 subprocess.run([sys.executable, "-c", _CHILD, f"{tmp}/cfg.json", f"{tmp}/out.json"], check=True)
                 result = json.loads(Path(tmp, "out.json").read_text())
         else:
-            result = objectives.run_trial(cfg).to_dict()
+            result = run_trial(cfg).to_dict()
         m = result["metrics"]
         study.tell(trial, [m["throughput_samples_per_s"], m["val_accuracy"]])
         trials.append({"metrics": m, "outcome": result["outcome"], "start_unix_s": start, "end_unix_s": time.time()})
     result_path.write_text(json.dumps({"trials": trials}))
+
+
+AB_BLOCK_S = 1.5
+AB_ARMS = ("off", "sampler", "sampler, PSS every sample (before)")
+
+
+def _ab_trainer(conn, cfg: dict) -> None:
+    """The digits training step of a trial, forever, sending each step's end time."""
+    import torch
+
+    from objectives import parse_config
+    from objectives.digits import digits_workload
+
+    torch.set_num_threads(1)
+    work = digits_workload(parse_config(cfg).objective)
+    optimizer = torch.optim.AdamW(work.model.parameters(), lr=1e-3)
+    loader = torch.utils.data.DataLoader(work.train_set, batch_size=cfg["batch_size"], shuffle=True, drop_last=True)
+    conn.send("ready")
+    while True:
+        for x, y in loader:
+            optimizer.zero_grad()
+            work.loss_fn(work.model(x), y).backward()
+            optimizer.step()
+            conn.send(time.perf_counter())
+            if conn.poll() and conn.recv() == "stop":
+                return
+
+
+def trial_ab(cfg: dict, blocks: int) -> dict[str, float]:
+    """Median throughput of each sampler arm over that of the 'off' blocks beside it (1.0: no slowdown)."""
+    import multiprocessing as mp
+    import statistics
+
+    from search.measure import cpu_telemetry
+
+    class EverySample(cpu_telemetry.TreeSampler):  # the sampler before issue 17: PSS at every 0.1 s sample
+        def _sample(self) -> None:
+            self._next_pss_at, self._rss_at_pss_read = float("-inf"), 0
+            super()._sample()
+
+    samplers = {AB_ARMS[1]: cpu_telemetry.TreeSampler, AB_ARMS[2]: EverySample}
+    ctx = mp.get_context("fork")  # before anything here imports torch
+    ours, theirs = ctx.Pipe()
+    proc = ctx.Process(target=_ab_trainer, args=(theirs, cfg), daemon=True)
+    proc.start()
+    steps: list[float] = []
+
+    def collect(seconds: float) -> tuple[float, float]:
+        start = time.perf_counter()
+        while time.perf_counter() < start + seconds:
+            if ours.poll(0.05):
+                steps.append(ours.recv())
+        return start, time.perf_counter()
+
+    try:
+        if ours.recv() != "ready":
+            raise RuntimeError("the A/B's training process did not start")
+        collect(2 * AB_BLOCK_S)  # warm-up
+        spans: list[tuple[str, float, float]] = []
+        for i in range(blocks):  # off, A, off, B, off, A, ...: every arm has an 'off' block on each side
+            arm = "off" if i % 2 == 0 else AB_ARMS[1 + (i // 2) % 2]
+            sampler = samplers[arm](proc.pid) if arm != "off" else None
+            if sampler is not None:
+                sampler.__enter__()
+            try:
+                spans.append((arm, *collect(AB_BLOCK_S)))
+            finally:
+                if sampler is not None:
+                    sampler.__exit__(None, None, None)
+        ours.send("stop")
+    finally:
+        proc.join(5)
+        if proc.is_alive():
+            proc.kill()
+    rates = [(arm, sum(t0 + 0.1 <= t < t1 for t in steps) / (t1 - t0 - 0.1)) for arm, t0, t1 in spans]
+    ratios: dict[str, list[float]] = {arm: [] for arm in AB_ARMS[1:]}
+    for i in range(1, len(rates) - 1, 2):
+        ratios[rates[i][0]].append(rates[i][1] / ((rates[i - 1][1] + rates[i + 1][1]) / 2))
+    return {arm: statistics.median(r) for arm, r in ratios.items() if r} | {
+        "blocks_per_arm": min(len(r) for r in ratios.values())}
 
 
 def summarise(run: dict, n: int) -> dict:
@@ -114,22 +224,30 @@ def summarise(run: dict, n: int) -> dict:
             "steady": between / (between + inside / n), "train_s_per_trial": inside / n}
 
 
-def render(command: str, n: int, overrides: list[str], rows: dict[str, dict], load: tuple[str, str],
-           db_s: float) -> str:
+def render(command: str, n: int, rounds: int, overrides: list[str], rows: dict[str, dict], load: tuple[str, str],
+           db_s: float, ab: dict[str, float]) -> str:
     import datetime as dt
 
     ours, loop = rows["search"], rows["optuna loop"]
     lines = [
         SECTION, "",
         f"Command: `{command}`  ",
-        f"Config: {n} trials per runner, default digits objective, `{' '.join(overrides)}`, `train.seed` 0..{n - 1}  ",
+        (f"Config: {n} trials per runner, default digits objective, `{' '.join(overrides)}`, `train.seed` 0..{n - 1}, "
+         f"the sweep with `hydra.sweeper.early_stopping=false baseline_repeats=0 confirm_budget=0`; {rounds} "
+         "round(s) in ABC CBA order, figures the mean over rounds  "),
         f"Machine: {machine_line()}  ",
         f"Date: {dt.date.today().isoformat()}; load average (1/5/15 min) before {load[0]}, after {load[1]}", "",
         f"**search: {ours['overhead']:.1%} of the sweep's wall time outside training and evaluation** "
         f"(goal <= {GOAL:.0%}: {'met' if ours['overhead'] <= GOAL else 'not met'}); the plain in-process Optuna "
-        f"loop {loop['overhead']:.1%}, interpreter per trial {rows['spawn']['overhead']:.1%}. The sweep took "
-        f"{ours['wall_s'] / loop['wall_s']:.2f}x the plain loop's wall time and "
-        f"{ours['wall_s'] / rows['spawn']['wall_s']:.2f}x the spawning runner's.", "",
+        f"loop {loop['overhead']:.1%}"
+        + (f", interpreter per trial {rows['spawn']['overhead']:.1%}" if "spawn" in rows else "")
+        + f". **The sweep took {ours['wall_s'] / loop['wall_s']:.2f}x the plain loop's wall time** (goal <= "
+        f"{WALL_GOAL:.2f}x: {'met' if ours['wall_s'] / loop['wall_s'] <= WALL_GOAL else 'not met'}); its trials' "
+        f"training and evaluation took {ours['inside_s'] / loop['inside_s']:.3f}x the plain loop's."
+        + (f" The baseline checkout's sweep, interleaved with it: {rows[BASELINE]['wall_s'] / loop['wall_s']:.2f}x "
+           f"the loop's wall time, its training and evaluation {rows[BASELINE]['inside_s'] / loop['inside_s']:.3f}x."
+           if BASELINE in rows else ""),
+        "",
         f"Per trial, once started: {ours['between_s']:.2f} s outside training and evaluation, "
         f"{ours['steady']:.1%} of a trial (the plain loop {loop['between_s']:.2f} s, {loop['steady']:.1%}): "
         "the share a long sweep tends to, once its start-up and its end are spread over many trials.", "",
@@ -148,12 +266,28 @@ def render(command: str, n: int, overrides: list[str], rows: dict[str, dict], lo
         f"database existed before the timed sweep; creating it took {db_s:.1f} s once.",
         "",
     ]
+    if ab:
+        lines += [
+            (f"Does the service slow a trial? Interleaved A/B, one digits training process (`batch_size=64`, one "
+             f"thread), {ab['blocks_per_arm']} blocks of {AB_BLOCK_S:g} s per arm between blocks with nothing "
+             "reading it: its throughput with the sweep's sampler of its memory and CPU "
+             f"{ab[AB_ARMS[1]]:.3f}x that without; with the sampler as it was before issue 17 (PSS, a walk of the "
+             f"trial's page tables under its memory-map lock, at every 0.1 s sample) {ab[AB_ARMS[2]]:.3f}x."),
+            "",
+        ]
     return "\n".join(lines)
 
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--trials", type=int, default=5)
+    parser.add_argument("--trials", type=int, default=8)
+    parser.add_argument("--rounds", type=int, default=2, help="every runner this many times, in ABC CBA order")
+    parser.add_argument("--runners", default=",".join(RUNNERS), help=f"some of {','.join(RUNNERS)}")
+    parser.add_argument("--baseline-tree", type=Path,
+                        help="another checkout (the commit before a change): its sweep runs as one more runner, "
+                             "'search (baseline)', interleaved with the others")
+    parser.add_argument("--ab-blocks", type=int, default=61,
+                        help="1.5 s blocks of the trial A/B (half of them off); 0 skips it")
     parser.add_argument("--quick", action="store_true", help="1 tiny trial per runner; checks the benchmark works")
     parser.add_argument("--no-write", action="store_true", help="print only; leave docs/BENCHMARKS.md alone")
     parser.add_argument("--note", default="", help="a paragraph for the doc, e.g. what else ran on the machine")
@@ -173,37 +307,56 @@ def main(argv: list[str]) -> int:
 
     cfg = compose(overrides)
     load_before = load_averages()
-    rows, db_s = {}, 0.0
+    names = [r for r in RUNNERS if r in args.runners.split(",")]
+    if "search" not in names or "optuna loop" not in names:
+        print(f"overhead: --runners must name search and optuna loop; got {args.runners!r}", file=sys.stderr)
+        return 2
+    if args.baseline_tree is not None:
+        names.insert(2, BASELINE)  # the plain loop between the two sweeps
+    runs: dict[str, list[dict]] = {name: [] for name in names}
+    db_s = 0.0
     with tempfile.TemporaryDirectory(prefix="bench-overhead-") as tmp:
-        for name in ("search", "optuna loop", "spawn"):
-            workdir = Path(tmp, name.replace(" ", "-"))
-            workdir.mkdir()
-            if name == "search":
-                if not args.quick:
-                    t0 = time.perf_counter()
-                    _create_mlflow_db(Path(tmp))  # a throwaway database: what the very first sweep pays once
-                    db_s = time.perf_counter() - t0
-                run = run_search(n, overrides, workdir)
-            else:
-                run = run_other(name.replace(" ", "-"), n, cfg, workdir)
-            rows[name] = summarise(run, n)
-            r = rows[name]
-            print(f"{name:12s} wall {r['wall_s']:6.1f} s  train+eval {r['inside_s']:6.1f} s  outside "
-                  f"{r['overhead']:6.1%}  before first trial {r['startup_s']:5.1f} s  per trial outside "
-                  f"{r['per_trial_s']:.2f} s  (once started {r['between_s']:.2f} s = {r['steady']:.1%})  "
-                  f"after last trial {r['after_s']:.1f} s", flush=True)
+        if not args.quick:
+            t0 = time.perf_counter()
+            _create_mlflow_db(Path(tmp))  # a throwaway database: what the very first sweep pays once
+            db_s = time.perf_counter() - t0
+        rounds = 1 if args.quick else args.rounds
+        for i in range(rounds):  # ABC, CBA, ...: a drift of the machine's speed weighs on every runner alike
+            for name in names if i % 2 == 0 else names[::-1]:
+                workdir = Path(tmp, f"{name.replace(' ', '-').strip('()')}-{i}")
+                workdir.mkdir()
+                if name in ("search", BASELINE):
+                    run = run_search(n, overrides, workdir, args.baseline_tree if name == BASELINE else None)
+                else:
+                    run = run_other(name.replace(" ", "-"), n, cfg, workdir)
+                runs[name].append(summarise(run, n))
+                r = runs[name][-1]
+                print(f"{name:17s} wall {r['wall_s']:6.1f} s  train+eval {r['inside_s']:6.1f} s  outside "
+                      f"{r['overhead']:6.1%}  before first trial {r['startup_s']:5.1f} s  per trial outside "
+                      f"{r['per_trial_s']:.2f} s  (once started {r['between_s']:.2f} s = {r['steady']:.1%})  "
+                      f"after last trial {r['after_s']:.1f} s", flush=True)
+    rows = {name: {key: sum(r[key] for r in rs) / len(rs) for key in rs[0]} for name, rs in runs.items()}
+    ab: dict[str, float] = {}
+    if args.ab_blocks:
+        ab = trial_ab(cfg, 6 if args.quick else args.ab_blocks)
+        print("trial A/B, throughput with each sampler / without: "
+              + "  ".join(f"{arm} {ab[arm]:.3f}" for arm in AB_ARMS[1:] if arm in ab)
+              + f"  ({ab['blocks_per_arm']} blocks of {AB_BLOCK_S} s each)", flush=True)
     load_after = load_averages()
     print(f"load average before {load_before}, after {load_after}")
     if not args.quick and not args.no_write:
         shown = [a for i, a in enumerate(argv) if a != "--note" and (i == 0 or argv[i - 1] != "--note")]
+        shown = ["BASELINE_CHECKOUT" if i and shown[i - 1] == "--baseline-tree" else a for i, a in enumerate(shown)]
+        shown = [f"'{a}'" if " " in a else a for a in shown]
         command = "python scripts/bench/overhead.py" + "".join(f" {a}" for a in shown)
-        write_section(SECTION, render(command, n, overrides, rows, (load_before, load_after), db_s)
+        write_section(SECTION, render(command, n, rounds, overrides, rows, (load_before, load_after), db_s, ab)
                       + (f"\n{args.note}\n" if args.note else ""))
         ours = rows["search"]["overhead"]
         update_summary("Service overhead", f"{ours:.1%} of a {n}-trial sweep, {rows['search']['steady']:.1%} per "
                        f"trial once started (plain Optuna loop {rows['optuna loop']['overhead']:.1%} and "
-                       f"{rows['optuna loop']['steady']:.1%}, interpreter per trial {rows['spawn']['overhead']:.1%}; "
-                       f"load {load_before})", ours <= GOAL)
+                       f"{rows['optuna loop']['steady']:.1%}); "
+                       f"wall time {rows['search']['wall_s'] / rows['optuna loop']['wall_s']:.2f}x the plain loop's "
+                       f"(goal <= {WALL_GOAL:.2f}x; load {load_before})", ours <= GOAL)
         print("updated docs/BENCHMARKS.md")
     return 0
 

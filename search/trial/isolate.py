@@ -12,6 +12,7 @@ device slots (search/trial/slots.py) can run several trials at once;
 """
 from __future__ import annotations
 
+import importlib
 import json
 import multiprocessing as mp
 import os
@@ -61,6 +62,24 @@ def warm_up() -> threading.Thread:
         proc.join()
 
     thread = threading.Thread(target=boot, name="search-forkserver-warm-up", daemon=True)
+    thread.start()
+    return thread
+
+
+def import_in_background(*modules: str) -> threading.Thread:
+    """Import `modules` into this (the sweep's) process on a background thread, while it has
+    nothing else to do (waiting for the forkserver). Optuna's GP sampler imports torch at its
+    first model-based ask, which is between two trials, on the sweep's critical path (seconds);
+    the sweep itself never needs torch."""
+
+    def run() -> None:
+        for module in modules:
+            try:
+                importlib.import_module(module)
+            except ImportError:  # the sampler will say so itself when it needs it
+                pass
+
+    thread = threading.Thread(target=run, name="search-preload", daemon=True)
     thread.start()
     return thread
 
