@@ -58,7 +58,9 @@ TARGET_FRACTION = 0.95
 ACCURACY_TOLERANCE = 0.005  # hydra.sweeper.accuracy_tolerance's default
 GOAL_MEDIAN = 12  # the default's median trials to the target, at most
 GOAL_RATIO = 1 / 4  # ... and at most this fraction of random search's
-MAX_TRIALS = 40  # a target not reached by then counts as this many trials (means are then lower bounds)
+# A model-based strategy that has not reached the target by then counts as this many trials (its mean is then a
+# lower bound); random search and Hydra's order run until they reach it (GP's fit costs seconds a trial).
+MAX_TRIALS = 40
 
 
 @dataclass(frozen=True)
@@ -250,7 +252,8 @@ def replay(table: Table, name: str, seed: int, floor: float, target: float, min_
     def done() -> bool:
         return state["n"] >= limit or (state["reached"] is not None and state["n"] >= min_trials)
 
-    limit = min(len(table.results), max_trials)
+    cheap = strategy.hydra_order or (strategy.sampler or {}).get("_target_") == "optuna.samplers.RandomSampler"
+    limit = len(table.results) if cheap else min(len(table.results), max_trials)  # random: no model to fit
     baseline = baseline_of(table)
     if strategy.hydra_order:
         for config in table.order:
