@@ -78,9 +78,3 @@ def test_repeatability(tmp_path: Path) -> None:
     out = bench("repeatability.py", cwd=tmp_path)
     assert "CV across runs" in out and out.count("samples/s") >= 3, out
 
-
-def test_answer_wall(tmp_path: Path) -> None:
-    """Both arms run a sweep to its answer and the table has a row for each."""
-    out = bench("answer_wall.py", cwd=tmp_path)
-    assert "| 0 | answer |" in out and "| 0 | no saving |" in out, out
-    assert "Search wall time saved by early stopping and staging" in out, out
