@@ -61,7 +61,7 @@ def coerce(path: str, value: Any, default: Any, fix: Any, kind: type | None = No
     if default is None:
         if value is None:
             return None
-        default = {int: 0, float: 0.0, str: "", bool: False, dict: {}}[kind] if kind else value
+        default = {int: 0, float: 0.0, str: "", bool: False, dict: {}, list: [""]}[kind] if kind else value
     if isinstance(default, bool):
         if not isinstance(value, bool):
             raise fail(path, "a bool (true or false)", value, str(default).lower())
@@ -82,9 +82,10 @@ def coerce(path: str, value: Any, default: Any, fix: Any, kind: type | None = No
         if not isinstance(value, dict):
             raise fail(path, "a mapping", value, fix)
         return dict(value)
-    if isinstance(default, list):
-        if not isinstance(value, (list, tuple)) or any(isinstance(v, bool) or not isinstance(v, int) for v in value):
-            raise fail(path, "a list of ints", value, fix)
+    if isinstance(default, list):  # of ints, or of strings when the default's first item is one
+        item = type(default[0]) if default else int
+        if not isinstance(value, (list, tuple)) or any(isinstance(v, bool) or not isinstance(v, item) for v in value):
+            raise fail(path, f"a list of {'strings' if item is str else 'ints'}", value, fix)
         return list(value)
     raise AssertionError(f"no type rule for {path}")
 

@@ -46,15 +46,20 @@ def warn_not_applied(objective: str, reasons: dict[str, str]) -> None:
 def run_callable(path: str, cfg: dict) -> TrialResult:
     """Call the user's function with the whole trial config and wrap the metrics it returns."""
     fn = locate(path, "objective.callable")
-    name = str((cfg.get("objective") or {}).get("name") or "custom")
-    warn_not_applied(name, {",".join(KNOB_SECTIONS): f"objective.callable {path} trains by itself"})
+    objective = cfg.get("objective") or {}
+    name = str(objective.get("name") or "custom")
+    declared = objective.get("knobs")  # what it says it applies; the rest is left to it, unapplied
+    unapplied = [s for s in KNOB_SECTIONS
+                 if declared is None or not any(k == s or k.startswith(f"{s}.") for k in declared)]
+    if unapplied:
+        warn_not_applied(name, {",".join(unapplied): f"objective.callable {path} trains by itself"})
     metrics = fn(cfg)
     if not isinstance(metrics, dict) or not all(
         isinstance(v, (int, float)) and not isinstance(v, bool) for v in metrics.values()
     ):
         raise TypeError(f"objective.callable {path} must return a dict of metric name -> number; got {metrics!r}")
     metrics = {str(k): float(v) for k, v in metrics.items()}
-    info = {"knobs_not_applied": ",".join(KNOB_SECTIONS), "objective_callable": path}
+    info = {"knobs_not_applied": ",".join(unapplied), "objective_callable": path}
     bad = sorted(k for k, v in metrics.items() if not math.isfinite(v))
     if bad:
         finite = {k: v for k, v in metrics.items() if math.isfinite(v)}

@@ -72,6 +72,9 @@ class CustomConfig:
     val_dataset: dict[str, Any] | None = field(default=None, metadata={"kind": dict})
     loss: dict[str, Any] | None = field(default=None, metadata={"kind": dict})
     measures_accuracy: bool | None = field(default=None, metadata={"kind": bool})  # null: true iff val_dataset
+    # What `callable` applies, as config keys or sections ([batch_size, loader]); the sweep drops the rest of
+    # its space with one line. null: it declares nothing and every swept knob is kept.
+    knobs: list[str] | None = field(default=None, metadata={"kind": list})
 
 
 ObjectiveConfig = Union[DigitsConfig, GptConfig, ResnetConfig, CustomConfig]

@@ -46,11 +46,14 @@ def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, empty_mlflow_db: Pa
     return tmp_path
 
 
+# No baseline and so no confirmation (docs/answer.md): they add trials every other test would count and wait for;
+# tests/search/sweep/test_answer.py runs them.
+NO_BASELINE = "++hydra.sweeper.baseline_repeats=0"
+
+
 def run_search(*args: str, cwd: Path, timeout_s: float = 600, env: dict | None = None) -> subprocess.CompletedProcess:
     if args and args[0] in ("multirun", "nightly") and not any("baseline_repeats" in a for a in args):
-        # No baseline and so no confirmation, unless a test asks: they add trials every other test would count
-        # and wait for (tests/search/sweep/test_answer.py runs them).
-        args = (*args, "++hydra.sweeper.baseline_repeats=0")
+        args = (*args, NO_BASELINE)
     full_env = {**os.environ, "PYTHONPATH": str(REPO), "COLUMNS": "200",
                 "SEARCH_GPU_DEFAULT": "0",  # the same sweeps on a GPU machine (search/commands/gpu_default.py)
                 **(env or {})}

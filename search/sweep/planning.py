@@ -29,9 +29,10 @@ from search.sweep.jobs import Jobs
 from search.sweep.metric_names import check_declared, declared_by, named_metrics, value_names
 from search.sweep.preflight import check_tracking_uri
 from search.sweep.settings import check_config, checked_trial
-from search.sweep.space import Space, build_space, parse_overrides, to_override
+from search.sweep.space import Space, build_space, keep_applied, parse_overrides, to_override
 from search.sweep.study import DEFAULT_STORAGE, check_storage, make_sampler, normalize_directions, open_storage
 from search.sweep.sweep_settings import BUILT_IN_DIRECTION, BUILT_IN_METRICS, SweepSettings, given_settings
+from search.tracking.mlflow_runs import flatten
 from search.trial import slots as device_slots
 from search.trial.isolate import run_isolated
 
@@ -61,6 +62,12 @@ def plan_sweep(settings: SweepSettings, jobs: Jobs, hooks: SweepHooks, sweep_dir
     if jobs.runs_our_trials():
         space = _reproducible(space, jobs)
         probed = _check_knob_values(jobs, space)  # first: an unknown value is wrong everywhere
+        if getattr(probed[0].objective, "callable", None):  # a function applies what it declares (objective.knobs)
+            space, line = keep_applied(space, probed[0].objective.knobs,
+                                       f"objective.callable {probed[0].objective.callable}",
+                                       flatten(jobs.compose_trial(space.fixed_overrides)))
+            if line:
+                print(line, flush=True)
         measures_accuracy = bool(probed[0].objective.measures_accuracy)
         space, notes = fit_to_rules(space, probed[0], machine_hardware())  # search/sweep/combinations.py
         for line in notes:

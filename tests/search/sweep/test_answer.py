@@ -195,3 +195,17 @@ def test_a_stopped_confirmation_leaves_nothing_for_the_next_sweep():
     assert drop_unrun(study) == 1
     states = [(t.user_attrs[ROLE_ATTR], t.state.name) for t in study.get_trials(deepcopy=False)]
     assert states == [("confirm", "FAIL"), ("baseline", "WAITING")]
+
+
+def test_a_callable_objective_is_searched_over_the_knobs_it_declares(workdir):
+    """objective.knobs=[batch_size]: the default space's other knobs are dropped, in one line."""
+    env = {"PYTHONPATH": os.pathsep.join([str(TESTS.parent), str(TESTS)])}
+    result = run_search("multirun", "objective=custom", "objective.callable=paced_objective:objective",
+                        "objective.knobs=[batch_size]", "hydra.sweeper.n_trials=1", cwd=workdir, env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    [line] = [x for x in result.stdout.splitlines() if x.startswith("not searched: ")]
+    assert "precision" in line and "parallel.devices" in line and "applies only batch_size" in line
+    [name] = optuna.get_all_study_names(JournalStorage(JournalFileBackend(str(workdir / "optuna.journal"))))
+    [trial] = load_study(workdir, name).trials
+    assert list(trial.params) == ["batch_size"]
+    assert "warning" not in result.stderr or "batch_size" not in result.stderr.split("knobs not applied")[-1]

@@ -28,6 +28,7 @@ from faulty_objective import RAISED_MESSAGE
 from sweep_results import load_study, wait_gone
 
 from conftest import REPO, TESTS, run_search
+from search.sweep.outcome import named_constraints
 
 pytestmark = pytest.mark.slow
 
@@ -71,7 +72,7 @@ def by_batch_size(trials: list[FrozenTrial]) -> dict[int, FrozenTrial]:
 
 def assert_ok(trial: FrozenTrial, run) -> None:
     assert trial.state == TrialState.COMPLETE, trial.user_attrs
-    assert trial.user_attrs["outcome"] == "ok" and trial.constraints == {"runnable": 0.0}
+    assert trial.user_attrs["outcome"] == "ok" and named_constraints(trial) == {"runnable": 0.0}
     assert run.info.status == "FINISHED" and run.data.tags["search.outcome"] == "ok"
     assert trial.values == [run.data.metrics["throughput_samples_per_s"], run.data.metrics["val_accuracy"]]
 
@@ -125,7 +126,7 @@ def test_a_real_allocation_failure_under_the_memory_cap_is_oom_infeasible_and_th
     s, oom, run = three_trial_sweep_with_one_fault(workdir, "leak", 32, f"trial.max_memory_bytes={cap}")
 
     assert oom.user_attrs["outcome"] == "oom" and "MemoryError" in oom.user_attrs["reason"], oom.user_attrs
-    assert oom.state == TrialState.COMPLETE and oom.constraints == {"runnable": 1.0}
+    assert oom.state == TrialState.COMPLETE and named_constraints(oom) == {"runnable": 1.0}
     assert oom.values == [0.0, 0.0]  # placeholders, never compared as real figures
     assert oom.number not in {t.number for t in s.best_trials}
     peak = oom.user_attrs["metrics"]["peak_pss_tree_bytes"]

@@ -15,7 +15,7 @@ from mlflow.tracking import MlflowClient
 from omegaconf import OmegaConf
 from optuna.trial import TrialState
 
-from conftest import REPO
+from conftest import NO_BASELINE, REPO
 
 pytestmark = pytest.mark.slow
 
@@ -51,7 +51,7 @@ def test_workers_share_one_study(workdir: Path, kind: str, workers: int) -> None
     per_worker = 2
     env = {**os.environ, "PYTHONPATH": str(REPO), "MLFLOW_TRACKING_URI": f"sqlite:///{workdir}/mlflow.db"}
     procs = [subprocess.Popen(
-        [sys.executable, "-m", "search", "multirun", f"hydra.sweeper.storage={given}", "hydra.sweeper.study_name=w",
+        [sys.executable, "-m", "search", "multirun", NO_BASELINE, f"hydra.sweeper.storage={given}", "hydra.sweeper.study_name=w",
          f"hydra.sweeper.n_trials={per_worker}", "hydra.sweeper.params=null", "batch_size=choice(16,32,48,64,96,128)",
          "train.budget_samples=256", "parallel.devices=1", "loader.num_workers=0", f"hydra.sweep.dir=multirun/{i}"],
         cwd=workdir, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE) for i in range(workers)]
@@ -76,7 +76,7 @@ def test_two_sweeps_started_together_keep_separate_sweep_dirs(workdir: Path) -> 
     """Without hydra.sweep.dir, two sweeps started in the same second in the same directory
     used to share multirun/<date>/<time>/ and overwrite each other's 0/, 1/ and report/."""
     env = {**os.environ, "PYTHONPATH": str(REPO), "MLFLOW_TRACKING_URI": f"sqlite:///{workdir}/mlflow.db"}
-    command = [sys.executable, "-m", "search", "multirun", "hydra.sweeper.study_name=together",
+    command = [sys.executable, "-m", "search", "multirun", NO_BASELINE, "hydra.sweeper.study_name=together",
                "hydra.sweeper.n_trials=2", "hydra.sweeper.params=null", "batch_size=choice(16,32,48,64,96,128)",
                "train.budget_samples=256", "parallel.devices=1", "loader.num_workers=0"]
     procs = [subprocess.Popen(command, cwd=workdir, env=env, text=True, stdout=subprocess.PIPE,
