@@ -36,6 +36,7 @@ import argparse
 import csv
 import json
 import random
+import re
 import shlex
 import statistics
 import sys
@@ -261,7 +262,7 @@ def replay(table: Table, name: str, seed: int, floor: float, target: float, min_
             record(result, result["metrics"].get("trial_wall_s", 0.0))
             if done():
                 break
-        return _finish(state, limit, state["n"])
+        return _finish(state, limit, state["reached"] or state["n"])
 
     import optuna
 
@@ -356,6 +357,13 @@ def line_of(name: str, s: dict) -> str:
             f"HV@{HV_AT} {hv}  missed {s['missed']}")
 
 
+def median_text(s: dict) -> str:
+    """The median trials, or "> 40" when most runs had not reached the target by then (capped)."""
+    if s["median"] >= MAX_TRIALS and s["missed"]:
+        return f"> {MAX_TRIALS} ({s['missed']} runs not there after {MAX_TRIALS})"
+    return f"{s['median']:.1f}"
+
+
 def verdict(rows: dict[str, dict]) -> tuple[float, bool]:
     ratio = rows["default"]["median"] / rows["random"]["median"]
     return ratio, rows["default"]["median"] <= GOAL_MEDIAN and ratio <= GOAL_RATIO
@@ -382,7 +390,7 @@ def render_table(table: Table, baseline: dict, floor: float, target: float, rows
         + (f": {base['throughput_samples_per_s']:.0f} samples/s, val_accuracy {base['val_accuracy']:.4f}; "
            f"floor {floor:.4f}; target {target:.0f} samples/s ({meeting} configurations meet the floor, {hits} of "
            f"them the target)"), "",
-        (f"**Default: median {d['median']:.1f} trials to the target (mean {d['mean']:.1f}, worst {d['max']}), "
+        (f"**Default: median {median_text(d)} trials to the target (mean {d['mean']:.1f}, worst {d['max']}), "
          f"{d['seconds']:.0f} s; random search {r['median']:.1f} trials, {r['seconds']:.0f} s: ratio {ratio:.2f}** "
          f"({'meets' if met else 'MISSES'} the goal: median <= {GOAL_MEDIAN} and <= 1/4 of random search's)."), "",
         (f"| strategy | trials to target: median | mean | p90 | max | trial numbers (median) | seconds: median "
@@ -445,7 +453,7 @@ def main(argv: list[str]) -> int:
     warnings.filterwarnings("ignore", category=FutureWarning)
     started = time.perf_counter()
     tables = [args.table] if args.table else (TABLES[:1] if args.quick else args.tables)
-    strategies = QUICK_STRATEGIES if args.quick else ["default", "random"] + [
+    strategies = QUICK_STRATEGIES if args.quick else [s for s in ("default", "random") if s in args.strategies] + [
         s for s in args.strategies if s not in ("default", "random")]
     seeds = 2 if args.quick else args.seeds
     sections, verdicts = [], []
@@ -465,15 +473,19 @@ def main(argv: list[str]) -> int:
             runs = [replay(table, name, seed, floor, target, *trials) for seed in range(seeds)]
             rows[name] = summarise(runs, grid_hv)
             print(line_of(name, rows[name]) + f"  ({time.perf_counter() - t0:.0f} s)", flush=True)
-        ratio, met = verdict(rows)
-        verdicts.append((table.name, ratio, met, rows["default"]["median"], rows["random"]["median"]))
         if args.save:
             shown = "python scripts/bench/search_efficiency.py" + "".join(f" {shlex.quote(a)}" for a in argv)
-            args.save.write_text(json.dumps({"table": str(path.relative_to(REPO) if path.is_absolute() else path),
+            args.save.write_text(json.dumps({"table": str(path.resolve().relative_to(REPO)),
                                              "command": shown, "seeds": seeds, "rows": rows,
                                              "wall_s": time.perf_counter() - started, "load": load_averages()}))
+        if "default" not in rows or "random" not in rows:  # a run of some strategies, for --merge
+            continue
+        ratio, met = verdict(rows)
+        verdicts.append((table.name, ratio, met, median_text(rows["default"]), median_text(rows["random"])))
         print(f"{table.name}: default / random trials to target: {ratio:.2f} (medians; goal: default median <= "
-              f"{GOAL_MEDIAN}, ratio <= {GOAL_RATIO:.2f}): {'met' if met else 'missed'}", flush=True)
+              f"{GOAL_MEDIAN}, ratio <= {GOAL_RATIO:.2f}): "
+              + ("not judged (--quick: model-based runs stop at 8 trials)" if args.quick else
+                 "met" if met else "missed"), flush=True)
         sections.append(render_table(table, baseline, floor, target, rows))
     if not args.quick and not args.no_write:
         shown = [a for i, a in enumerate(argv) if a != "--note" and (i == 0 or argv[i - 1] != "--note")]
@@ -481,33 +493,41 @@ def main(argv: list[str]) -> int:
         write_section(SECTION, render(command, seeds, sections, default_sampler_node(), load_averages(),
                                       time.perf_counter() - started, args.note))
         update_summary("Search efficiency", "; ".join(
-            f"{name}: median {d:.0f} trials vs random {r:.0f} (ratio {ratio:.2f})"
-            for name, ratio, _, d, r in verdicts) + f", {seeds} seeds, replayed on measured grids",
+            f"{name}: median {d} trials vs random {r} (ratio {ratio:.2f})" for name, ratio, _, d, r in verdicts) + f", {seeds} seeds, replayed on measured grids",
             all(v[2] for v in verdicts))
         print("updated docs/BENCHMARKS.md")
     return 0
 
 
 def merge(paths: list[Path], note: str) -> int:
-    """The doc's section from runs saved with --save (one grid each)."""
-    sections, verdicts, commands, seeds = [], [], [], set()
+    """The doc's section from runs saved with --save; runs of the same grid add their strategies (the default
+    first, then in the order given), so strategies can run apart to share the CPU."""
+    grids: dict[str, dict] = {}
     for path in paths:
         saved = json.loads(path.read_text())
-        table = load_table(REPO / saved["table"] if not Path(saved["table"]).is_absolute() else Path(saved["table"]))
+        grid = grids.setdefault(saved["table"], {"rows": {}, "commands": [], "seeds": set()})
+        grid["rows"].update(saved["rows"])
+        command = re.sub(r" --save \S+", "", saved["command"])
+        grid["commands"].append(f"`{command}` "
+                                f"({saved['wall_s']:.0f} s, load average {saved['load']})")
+        grid["seeds"].add(saved["seeds"])
+    sections, verdicts, commands, seeds = [], [], [], set()
+    for name, grid in grids.items():
+        table = load_table(REPO / name if not Path(name).is_absolute() else Path(name))
         baseline = baseline_of(table)
         floor = floor_of(table, baseline, None)
-        rows = saved["rows"]
+        rows = {k: grid["rows"][k] for k in ["default", "random", *grid["rows"]] if k in grid["rows"]}
         sections.append(render_table(table, baseline, floor, target_of(table, floor), rows))
         ratio, met = verdict(rows)
-        verdicts.append((table.name, ratio, met, rows["default"]["median"], rows["random"]["median"]))
-        commands.append(f"`{saved['command'].replace(' --save ' + shlex.quote(str(path)), '')}` "
-                        f"({saved['wall_s']:.0f} s, load average {saved['load']})")
-        seeds.add(saved["seeds"])
-    lines = render("; ".join(commands), min(seeds), sections, default_sampler_node(), "", 0.0, note).splitlines()
-    lines[2] = "Commands: " + "; ".join(commands) + "  "
+        verdicts.append((table.name, ratio, met, median_text(rows["default"]), median_text(rows["random"])))
+        commands += grid["commands"]
+        seeds |= grid["seeds"]
+    lines = render("", min(seeds), sections, default_sampler_node(), "", 0.0, note).splitlines()
+    lines[2] = ("Commands, each with `--save FILE`, then `--merge FILE...` to write this section: "
+                + "; ".join(commands) + "  ")
     write_section(SECTION, "\n".join(lines))
     update_summary("Search efficiency", "; ".join(
-        f"{name}: median {d:.0f} trials vs random {r:.0f} (ratio {ratio:.2f})" for name, ratio, _, d, r in verdicts)
+        f"{name}: median {d} trials vs random {r} (ratio {ratio:.2f})" for name, ratio, _, d, r in verdicts)
         + f", {min(seeds)} seeds, replayed on measured grids", all(v[2] for v in verdicts))
     print("updated docs/BENCHMARKS.md")
     return 0
