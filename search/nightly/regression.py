@@ -21,8 +21,6 @@ import warnings
 from dataclasses import dataclass
 from typing import Sequence
 
-from scipy import stats
-
 
 @dataclass
 class Verdict:
@@ -60,6 +58,8 @@ def compare(tonight: Sequence[float], before: Sequence[float], alpha: float, min
 
 
 def _one_sided_p(log_now: list[float], log_before: list[float]) -> tuple[str, float]:
+    from scipy import stats  # here: every sweep imports this module (its hooks), and scipy.stats takes ~1 s
+
     if len(log_before) >= 2:
         return "Welch", stats.ttest_ind(log_now, log_before, equal_var=False, alternative="less").pvalue
     return "one-sample t-test", stats.ttest_1samp(log_now, log_before[0], alternative="less").pvalue

@@ -51,7 +51,8 @@ def reference_trial(study: optuna.Study) -> tuple[FrozenTrial | None, str]:
     baseline = baseline_trials(study)
     if baseline:
         return baseline[0], "the baseline"
-    first = next((t for t in study.get_trials(deepcopy=False) if t.state == TrialState.COMPLETE), None)
+    first = next((t for t in study.get_trials(deepcopy=False)
+                  if t.state == TrialState.COMPLETE and t.user_attrs.get("outcome", "ok") == "ok"), None)
     return first, (f"trial {first.number}, the first complete one" if first is not None else "")
 
 

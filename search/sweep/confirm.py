@@ -68,7 +68,8 @@ def _wall_s(t: optuna.trial.FrozenTrial) -> float:
 def _cost_s(study: optuna.Study, throughput_only: bool) -> float:
     """A confirmation trial's expected wall time: the median of this study's trials of that kind."""
     done = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-            if (ACCURACY_FROM_ATTR in t.user_attrs) == throughput_only and _wall_s(t) > 0]
+            if (ACCURACY_FROM_ATTR in t.user_attrs) == throughput_only and t.user_attrs.get("outcome") == "ok"
+            and _wall_s(t) > 0]
     if not done and throughput_only:
         return _cost_s(study, False)
     return statistics.median(_wall_s(t) for t in done) if done else 0.0

@@ -55,7 +55,7 @@ def tell_stopped(study: optuna.Study, trial: optuna.Trial, metrics: dict[str, fl
       replay (scripts/bench/search_efficiency.py) only.
     In a study whose metrics are not throughput and accuracy (no staged rule), or without a probe figure,
     the trial is PRUNED."""
-    from search.sweep.outcome import RUNNABLE
+    from search.sweep.outcome import RUNNABLE, set_constraints
     from search.sweep.study import study_metrics
 
     telling = telling or STOPPED_TELLING
@@ -64,9 +64,7 @@ def tell_stopped(study: optuna.Study, trial: optuna.Trial, metrics: dict[str, fl
     if telling == "pruned" or values is None:
         study.tell(trial, state=TrialState.PRUNED)
         return
-    trial.set_constraint(RUNNABLE, 1.0 if telling == "infeasible" else 0.0)
-    for name, violation in constraints.items():
-        trial.set_constraint(name, violation)
+    set_constraints(study, trial, {RUNNABLE: 1.0 if telling == "infeasible" else 0.0, **constraints})
     study.tell(trial, values)
 
 

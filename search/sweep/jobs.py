@@ -11,7 +11,7 @@ A user's own Hydra task may return plain numbers; `launch` names them
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from hydra.core.plugins import Plugins
@@ -46,6 +46,7 @@ class Jobs:
     launcher: Any = None
     job_idx: int = 0
     value_names: list[str] | None = None  # a user's task: the names of the numbers it returns (planning.py)
+    _composed: dict[tuple[str, ...], DictConfig] = field(default_factory=dict)  # by the overrides choosing files
 
     @classmethod
     def set_up(cls, hydra_context: Any, task_function: Any, config: DictConfig) -> "Jobs":
@@ -64,13 +65,47 @@ class Jobs:
         return isinstance(self.launcher, BasicLauncher) and self.runs_our_trials()
 
     def compose(self, overrides: Sequence[str]) -> DictConfig:
-        """The Hydra job's config, `hydra` node included, as the launcher would compose it."""
+        """The Hydra job's config, `hydra` node included, as the launcher would compose it.
+
+        Composing reads every config file again (0.2-0.5 s on two cores, per trial and per probe of
+        the space), yet trials differ in values only: the config of the overrides that choose files
+        (config groups, hydra.*) is composed once and kept, and the value overrides are applied to a
+        copy of it by Hydra's own code, as Hydra applies them after composing."""
         try:
-            return self.hydra_context.config_loader.load_sweep_config(self.config, list(overrides))
+            return self._compose_from_cache(list(overrides))
         except Exception as err:  # Hydra's composition errors share no narrower base
             first = " ".join(str(err).split("\n")[0].split())
             raise BadInput(f"every override must name a key of the config; {first} (overrides: "
                            f"{' '.join(overrides)}); fix: check the key's spelling in conf/") from None
+
+    def _compose_from_cache(self, overrides: list[str]) -> DictConfig:
+        import copy
+
+        from hydra._internal.config_loader_impl import ConfigLoaderImpl, get_overrides_dirname
+        from hydra.core.override_parser.overrides_parser import OverridesParser
+        from hydra.core.override_parser.types import OverrideType
+        from omegaconf import open_dict
+
+        loader = self.hydra_context.config_loader
+        parsed = OverridesParser.create().parse_overrides(overrides)
+        values = [o for o in parsed if o.type == OverrideType.CHANGE and not o.is_hydra_override()
+                  and not o.is_sweep_override() and o.package is None
+                  and not loader.repository.group_exists(o.key_or_group)]
+        if not values:
+            return loader.load_sweep_config(self.config, overrides)
+        chosen = tuple(o.input_line for o in parsed if all(o is not v for v in values))
+        if chosen not in self._composed:
+            self._composed[chosen] = loader.load_sweep_config(self.config, list(chosen))
+        cfg = copy.deepcopy(self._composed[chosen])
+        ConfigLoaderImpl._apply_overrides_to_config(values, cfg)
+        app = [o for o in parsed if not o.is_hydra_override()]
+        with open_dict(cfg.hydra):
+            cfg.hydra.overrides.task = [o.input_line for o in app]
+            cfg.hydra.job.override_dirname = get_overrides_dirname(
+                overrides=app, kv_sep=cfg.hydra.job.config.override_dirname.kv_sep,
+                item_sep=cfg.hydra.job.config.override_dirname.item_sep,
+                exclude_keys=cfg.hydra.job.config.override_dirname.exclude_keys)
+        return cfg
 
     def compose_trial(self, overrides: Sequence[str]) -> dict[str, Any]:
         return trial_config(self.compose(overrides))

@@ -63,6 +63,7 @@ class SweeperImpl:
         self.rng = random.Random(self.settings.seed)
         self.baseline: tuple[dict[str, Any], int | None] | None = None  # the user's configuration and seed
         self._warming: Any = None  # the forkserver's warm-up thread, started by sweep() when trials run here
+        self._sampler_imports_torch = False  # Optuna's GP sampler: torch at its first model-based ask
 
     def setup(self, *, hydra_context: Any, task_function: Any, config: DictConfig) -> None:
         self.config = config
@@ -79,6 +80,7 @@ class SweeperImpl:
             self._warming = isolate.warm_up()
         try:
             plan = plan_sweep(self.settings, self.jobs, self.hooks, self.sweep_dir, arguments)
+            self._sampler_imports_torch = isinstance(plan.sampler, optuna.samplers.GPSampler)
             self.baseline = self._baseline(plan)
             mlflow_client.check_reachable()
             study, resumed = load_or_create(plan.study_name, plan.storage, plan.directions,
@@ -109,7 +111,8 @@ class SweeperImpl:
             status = "KILLED"
             raise
         finally:
-            completed = [t for t in study.get_trials(deepcopy=False) if t.state == TrialState.COMPLETE]
+            completed = [t for t in study.get_trials(deepcopy=False)
+                         if t.state == TrialState.COMPLETE and t.user_attrs.get("outcome", "ok") != "stopped_early"]
             tracking.end_sweep(sweep, status, {"trials_complete_in_study": len(completed), **answer_metrics(answer)},
                                self.sweep_dir / tracking.UNLOGGED_FILE)
         return self._report(study, plan, sweep, metric_names, run.outcomes, answer)
@@ -222,4 +225,7 @@ class SweeperImpl:
 
     def _wait_for_forkserver(self) -> None:
         if self._warming is not None:
+            if self._sampler_imports_torch:  # now, while this process waits, not between two trials later
+                self._sampler_imports_torch = False
+                isolate.import_in_background("torch")
             self._warming.join()

@@ -17,7 +17,7 @@ from optuna.trial import TrialState
 from conftest import run_search
 from search.sweep.early_stopping import choose_mode, throughput_bar, trial_overrides
 from search.sweep.no_repeat import completed_configurations
-from search.sweep.outcome import is_feasible, score, tell
+from search.sweep.outcome import is_feasible, named_constraints, score, tell
 
 METRICS = ["throughput_samples_per_s", "val_accuracy"]
 SPACE = {"x": CategoricalDistribution([1, 2, 3, 4, 5, 6])}
@@ -52,7 +52,7 @@ def test_the_bar_is_the_fastest_trial_holding_the_best_accuracy() -> None:
     stopped = study.trials[-1]
     # told what it measured, so the sampler learns: its probe and the worst accuracy seen, and infeasible
     assert stopped.state == TrialState.COMPLETE and stopped.user_attrs["outcome"] == "stopped_early"
-    assert stopped.values == [9000.0, 0.90] and not is_feasible(stopped) and stopped.constraints["runnable"] == 1.0
+    assert stopped.values == [9000.0, 0.90] and not is_feasible(stopped) and named_constraints(stopped)["runnable"] == 1.0
     assert stopped.user_attrs["metrics"]["throughput_samples_per_s"] == 9000.0  # recorded, yet never best
     assert stopped.number not in {t.number for t in study.best_trials}
     assert not is_feasible(study.trials[3]) and study.trials[3].number not in {t.number for t in study.best_trials}
@@ -159,8 +159,8 @@ def test_one_objective_with_constraints_the_median_pruner_stops_a_bad_trial(work
     runs = _trial_runs(workdir)
 
     # Constraint mode: the unpruned model breaks the size rule, recorded through set_constraint, never best.
-    assert unpruned.state == TrialState.COMPLETE and unpruned.constraints["params_count <= 7000"] > 0
-    assert unpruned.constraints["val_accuracy >= 0.5"] <= 0 and not is_feasible(unpruned)
+    assert unpruned.state == TrialState.COMPLETE and named_constraints(unpruned)["params_count <= 7000"] > 0
+    assert named_constraints(unpruned)["val_accuracy >= 0.5"] <= 0 and not is_feasible(unpruned)
     assert small.state == TrialState.COMPLETE and is_feasible(small)
     assert study.best_trial.number == small.number
     assert all(v <= 0 for v in study.best_trial.constraints.values())
