@@ -9,7 +9,7 @@ from typing import Any
 def parse_trial(cfg: dict[str, Any]) -> Any:
     """objectives.TrialConfig, or None when the parser refuses `cfg`: the trial's child then
     parses the dict itself and ends `infeasible` with the parser's reason, as before."""
-    from objectives import ConfigError, parse_config  # imports torch: only where trials are prepared
+    from objectives import ConfigError, parse_config  # imported where trials are prepared
 
     try:
         return parse_config(cfg)
