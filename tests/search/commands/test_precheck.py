@@ -24,6 +24,10 @@ from search.sweep.space import build_space, parse_overrides
 BAD = {
     "hydra.sweeper.n_trials": [0, 2.5, True],
     "hydra.sweeper.n_jobs": [0, "two"],
+    "hydra.sweeper.accuracy_tolerance": [-0.1, 1.0],
+    "hydra.sweeper.baseline_repeats": [-1],
+    "hydra.sweeper.confirm_budget": [1.5],
+    "hydra.sweeper.confirm_candidates": [0],
     "hydra.sweeper.seed": [-1, 1.5, 2**32],
     "hydra.sweeper.slots": [0, "many"],
     "hydra.sweeper.trials_per_gpu": [0],
