@@ -85,8 +85,9 @@ def with_inherited_accuracy(study: optuna.Study, trial: optuna.Trial, result: An
 
 
 def staging_applies(plan: Any, jobs: Any) -> bool:
-    """This package's trials, scored on val_accuracy, with nothing that needs the whole run timed or evaluated
+    """This package's trials (not a user's function, which ignores train.throughput_only), scored on val_accuracy, with nothing that needs the whole run timed or evaluated
     (time to accuracy)."""
     metrics = set(plan.metrics or []) | {c.metric for c in plan.constraints}
     return jobs.runs_our_trials() and "val_accuracy" in metrics and "time_to_accuracy_s" not in metrics \
-        and OmegaConf.select(jobs.config, "train.target_val_accuracy", default=None) is None
+        and OmegaConf.select(jobs.config, "train.target_val_accuracy", default=None) is None \
+        and OmegaConf.select(jobs.config, "objective.callable", default=None) is None  # a function trains its own way
