@@ -123,7 +123,8 @@ def confirm(run: SweepRun, run_trials: RunTrials, base_params: dict[str, Any], s
 
     if not contenders:
         return answer_of(base_params, None, base_accuracy,
-                         note=f"the fastest at its accuracy; no other configuration came within {noise:.0%} of it")
+                         note=f"the fastest at its accuracy; no other configuration came within {noise:.0%} of it"
+                         if len(ranked) > 1 else "no other configuration ran to an answer at its accuracy")
     if settings.confirm_budget <= 0:
         best = contenders[0]
         ratio = best.throughput / statistics.median(m[THROUGHPUT] for m in base_metrics if THROUGHPUT in m)
