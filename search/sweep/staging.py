@@ -78,7 +78,7 @@ def with_inherited_accuracy(study: optuna.Study, trial: optuna.Trial, result: An
     source = trial.user_attrs.get(ACCURACY_FROM_ATTR)
     if source is None or not isinstance(result, Mapping) or result.get("outcome") != "ok":
         return result
-    metrics = study.trials[int(source)].user_attrs.get("metrics", {})
+    metrics = study.get_trials(deepcopy=False)[int(source)].user_attrs.get("metrics", {})
     merged = dict(result)
     merged["metrics"] = {**result.get("metrics", {}), **{k: metrics[k] for k in INHERITED if k in metrics}}
     return merged

@@ -200,7 +200,8 @@ class SweeperImpl:
         hook_status = self.hooks.finish(metric_names, report_dir, sweep.parent_run_id, plot_files)
         print(f"MLflow: {mlflow_client.how_to_look()}   (experiment {self.settings.experiment_name or plan.study_name!r}:"
               f" {mlflow_client.experiment_url(sweep.experiment_id)})", flush=True)
-        answer_runs = [study.trials[n].user_attrs.get("mlflow_run_id") for n in (answer.trials if answer else [])]
+        trials = study.get_trials(deepcopy=False)
+        answer_runs = [trials[n].user_attrs.get("mlflow_run_id") for n in (answer.trials if answer else [])]
         if (url := mlflow_client.compare_url([r for r in answer_runs if r] + compare_run_ids(study))) is not None:
             print(f"MLflow, side by side (the answer, the baseline, the front): {url}", flush=True)
         if answer is not None and self.baseline is not None:
