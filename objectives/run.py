@@ -48,6 +48,7 @@ import torch
 from torch.utils.data import DataLoader
 
 from objectives import measure
+from objectives.allocator import warm_allocator
 from objectives.build import BuiltModel, build_loader, build_model, measures_accuracy
 from objectives.config import CustomConfig, TrialConfig, parse_config
 from objectives.custom import run_callable, warn_not_applied
@@ -102,6 +103,7 @@ def run_trial(cfg: dict, report: Report | None = None, parsed: TrialConfig | Non
 
 def trial_on_rank(rank: int, world_size: int, port: int, cfg: TrialConfig, report: Report | None = None) -> dict:
     """The whole trial as one rank runs it; returns TrialResult.to_dict() (rank 0's is the answer)."""
+    warm_allocator()  # a fresh process's C heap trains slower (objectives/allocator.py)
     apply_threads(cfg.parallel)
     device = device_for_rank(rank)
     if world_size > 1:
