@@ -49,12 +49,47 @@ def _figures(study: optuna.Study, metric_names: Sequence[str]) -> list[tuple[str
     for i, name in enumerate(metric_names):
         target = (lambda t, i=i: t.values[i]) if len(study.directions) > 1 else None
         kw = {"target": target, "target_name": name}
+        importances = {"evaluator": _ImportancesOnce(), "target_name": name, "target": (
+            _lower_is_better(i, study.directions[i]) if len(study.directions) > 1 else None)}
         out += [
-            (f"importances_{name}", f"Knob importances for {name}", lambda v, kw=kw: v.plot_param_importances(study, **kw)),
+            (f"importances_{name}", f"Knob importances for {name}",
+             lambda v, kw=importances: v.plot_param_importances(study, **kw)),
             (f"history_{name}", f"Optimisation history of {name}", lambda v, kw=kw: v.plot_optimization_history(study, **kw)),
             (f"knob_effect_{name}", f"Knob-by-knob effect on {name}", lambda v, kw=kw: v.plot_slice(study, **kw)),
         ]
     return out
+
+
+def _lower_is_better(index: int, direction: optuna.study.StudyDirection) -> Callable[[Any], float]:
+    """The importances' target for one of several metrics: Optuna's default evaluator (PED-ANOVA)
+    ranks knobs by how much they matter for reaching *low* target values, so a maximised metric
+    (throughput, accuracy) is negated, or the plot would rank what makes a trial slow."""
+    sign = -1.0 if direction == optuna.study.StudyDirection.MAXIMIZE else 1.0
+    return lambda t: sign * t.values[index]
+
+
+class _ImportancesOnce(optuna.importance.BaseImportanceEvaluator):
+    """Optuna's default evaluator, run once for both drawings of the same plot (HTML and PNG)."""
+
+    def __init__(self) -> None:
+        self._result: dict[str, float] | None = None
+
+    def evaluate(self, study: optuna.Study, params: list[str] | None = None, *,
+                 target: Callable[[Any], float] | None = None) -> dict[str, float]:
+        if self._result is None:
+            self._result = optuna.importance.PedAnovaImportanceEvaluator().evaluate(study, params, target=target)
+        return dict(self._result)
+
+
+def preload() -> None:
+    """The plotting modules imported ahead (the sweep does it on a background thread while its trials
+    run), so the sweep's end is not spent importing them."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot  # noqa: F401
+    import optuna.visualization  # noqa: F401
+    import optuna.visualization.matplotlib  # noqa: F401
 
 
 @contextmanager
@@ -80,9 +115,7 @@ def write_plots(study: optuna.Study, metric_names: Sequence[str], out_dir: Path)
 
 
 def _write_plots(study: optuna.Study, metric_names: Sequence[str], out_dir: Path) -> Plots:
-    import matplotlib
-
-    matplotlib.use("Agg")
+    preload()
     import matplotlib.pyplot as plt
     import optuna.visualization as interactive
     import optuna.visualization.matplotlib as static
