@@ -109,6 +109,9 @@ class SearchSweeperConf:
     # take at most this fraction of the search trials' time. 0: no confirmation.
     confirm_budget: float = 0.15
     confirm_candidates: int = 3  # at most this many configurations within noise of the fastest are re-measured
+    # answer: once the baseline has its accuracy, the GP sampler maximises throughput under the accuracy floor
+    # (search/sweep/gp_view.py); front: it searches the whole (throughput, accuracy) front.
+    search_for: str = "answer"
     # A configuration whose maths (every swept knob but the speed-only ones) trained already runs throughput-only
     # and carries that accuracy (search/sweep/staging.py). false: every trial trains its whole budget.
     staging: bool = True

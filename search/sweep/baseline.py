@@ -14,6 +14,7 @@ study for its samplers and its reports.
 """
 from __future__ import annotations
 
+import statistics
 from typing import Any, Callable, Mapping
 
 import optuna
@@ -21,7 +22,8 @@ from omegaconf import OmegaConf
 from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
 from optuna.trial import TrialState
 
-from search.sweep.roles import ROLE_ATTR, enqueue
+from search.sweep.answer import ACCURACY
+from search.sweep.roles import ROLE_ATTR, SEED_ATTR, enqueue
 from search.sweep.space import Space
 
 
@@ -68,6 +70,27 @@ def fit_baseline(space: Space, params: dict[str, Any]) -> tuple[Space, list[str]
 
 def baseline_trials(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
     return [t for t in study.get_trials(deepcopy=False) if t.user_attrs.get(ROLE_ATTR) == "baseline"]
+
+
+def at_study_seed(trials: list[optuna.trial.FrozenTrial]) -> list[optuna.trial.FrozenTrial]:
+    """The trials trained at the study's own `train.seed` (not a second-seed run)."""
+    return [t for t in trials if SEED_ATTR not in t.user_attrs]
+
+
+def baseline_accuracy(study: optuna.Study) -> float | None:
+    """The median val_accuracy of the baseline's runs that ended ok, at the study's seed when one of
+    them did; None while none has."""
+    ok = [t for t in baseline_trials(study)
+          if t.state == TrialState.COMPLETE and t.user_attrs.get("outcome") == "ok"]
+    accuracies = [t.user_attrs["metrics"][ACCURACY] for t in (at_study_seed(ok) or ok)
+                  if ACCURACY in t.user_attrs.get("metrics", {})]
+    return statistics.median(accuracies) if accuracies else None
+
+
+def accuracy_floor(study: optuna.Study, tolerance: float) -> float | None:
+    """The accuracy the answer must reach: the baseline's minus the tolerance; None while unknown."""
+    accuracy = baseline_accuracy(study)
+    return None if accuracy is None else accuracy - tolerance
 
 
 def enqueue_baseline(study: optuna.Study, params: dict[str, Any], repeats: int, seed: int | None) -> int:

@@ -33,7 +33,7 @@ from optuna.trial import TrialState
 from search.reports.choose import Candidate, candidates, key
 from search.sweep.answer import (ACCURACY, MEMORY_METRICS, THROUGHPUT, Answer, Contender, Ratio, eligible, pick,
                                  within_noise)
-from search.sweep.baseline import baseline_trials
+from search.sweep.baseline import at_study_seed, baseline_accuracy, baseline_trials
 from search.sweep.roles import ROLE_ATTR, SEED_ATTR, enqueue
 from search.sweep.space import to_override
 from search.sweep.staging import ACCURACY_FROM_ATTR
@@ -45,10 +45,6 @@ NOISE = 0.10  # search throughputs this close to the fastest may be noise (ident
 MIN_ROUNDS, MAX_ROUNDS = 3, 8
 ROUND_ATTR = "search.confirm_round"
 RunTrials = Callable[[int], None]  # runs that many enqueued trials, in order
-
-
-def _at_study_seed(trials: list[optuna.trial.FrozenTrial]) -> list[optuna.trial.FrozenTrial]:
-    return [t for t in trials if SEED_ATTR not in t.user_attrs]
 
 
 def _contender(c: Candidate) -> Contender:
@@ -104,11 +100,9 @@ def confirm(run: SweepRun, run_trials: RunTrials, base_params: dict[str, Any], s
         say("no answer: the baseline (your configuration) has no run that ended ok, so there is no speedup to state")
         return None
     base_metrics = [t.user_attrs.get("metrics", {}) for t in base_trials]  # its throughput at any seed
-    base_acc = [t.user_attrs["metrics"][ACCURACY] for t in (_at_study_seed(base_trials) or base_trials)
-                if ACCURACY in t.user_attrs.get("metrics", {})]  # at the study's seed when that run ended ok
-    base_accuracy = statistics.median(base_acc) if base_acc else None
+    base_accuracy = baseline_accuracy(study)  # at the study's seed when that run ended ok
     floor = None if base_accuracy is None else base_accuracy - settings.accuracy_tolerance
-    ranked = eligible([_contender(c) for c in candidates(_at_study_seed(trials)) if THROUGHPUT in c.metrics], floor)
+    ranked = eligible([_contender(c) for c in candidates(at_study_seed(trials)) if THROUGHPUT in c.metrics], floor)
     base_throughputs = [m[THROUGHPUT] for m in base_metrics if THROUGHPUT in m]
     noise = max(NOISE, (max(base_throughputs) - min(base_throughputs)) / max(base_throughputs)) \
         if base_throughputs else NOISE

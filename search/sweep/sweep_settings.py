@@ -52,6 +52,7 @@ class SweepSettings:
     baseline_repeats: int = 2
     confirm_budget: float = 0.15
     confirm_candidates: int = 3
+    search_for: str = "answer"
     staging: bool = True
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import random
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,7 @@ from optuna.trial import TrialState
 from search.errors import EXIT_GAVE_UP, BadInput, Interrupted, exit_bad_input
 from search.measure import fingerprint, gpu_telemetry
 from search.reports.answer import answer_metrics, print_answer, tag_sweep_run
-from search.reports.plots import write_report
+from search.reports.plots import preload as preload_plots, write_report
 from search.reports.progress import SweepProgress
 from search.reports.tables import compare_run_ids, print_front
 from search.sweep.answer import ANSWER_ATTR, THROUGHPUT, Answer
@@ -36,6 +37,7 @@ from search.sweep.baseline import baseline_params, enqueue_baseline, fit_baselin
 from search.sweep.confirm import confirm, overrides_for
 from search.sweep.early_stopping import describe_mode
 from search.sweep.failure_policy import FailurePolicy
+from search.sweep.gp_view import gp_view
 from search.sweep.jobs import Jobs
 from search.sweep.planning import Plan, plan_sweep
 from search.sweep.recovery import Heartbeat
@@ -84,7 +86,8 @@ class SweeperImpl:
             self.baseline = self._baseline(plan)
             mlflow_client.check_reachable()
             study, resumed = load_or_create(plan.study_name, plan.storage, plan.directions,
-                                            within_rules(plan.sampler, plan.space.forbids, self.settings.seed))
+                                            within_rules(self._directed(plan), plan.space.forbids,
+                                                         self.settings.seed))
             check_space_matches(study, plan.space.distributions)
         except BadInput as err:
             exit_bad_input(err)
@@ -132,6 +135,12 @@ class SweeperImpl:
             plan.space = space
             plan.sampler = make_sampler(self.settings.sampler, self.settings.seed, space.distributions)
         return params, seed
+
+    def _directed(self, plan: Plan) -> optuna.samplers.BaseSampler:
+        """The sampler as search/sweep/gp_view.py shows it the study: searching for the answer once the
+        baseline's accuracy is known (hydra.sweeper.search_for); without a baseline, for the front."""
+        return gp_view(plan.sampler, self.settings.search_for if self.baseline is not None else "front",
+                       plan.metrics, plan.directions, self.settings.accuracy_tolerance)
 
     def _confirm(self, run: SweepRun, plan: Plan) -> Answer | None:
         """Confirm the answer (search/sweep/confirm.py), store it on the study and MLflow's sweep run."""
@@ -189,6 +198,7 @@ class SweeperImpl:
                 "early_stopping_startup_trials": s.early_stopping_startup_trials,
                 "accuracy_tolerance": s.accuracy_tolerance, "baseline_repeats": s.baseline_repeats,
                 "confirm_budget": s.confirm_budget, "confirm_candidates": s.confirm_candidates, "staging": s.staging,
+                "search_for": s.search_for,
                 **{f"space.{k}": repr(d) for k, d in plan.space.distributions.items()}}
 
     def _report(self, study: optuna.Study, plan: Plan, sweep: tracking.Sweep, metric_names: list[str],
@@ -230,3 +240,6 @@ class SweeperImpl:
                 self._sampler_imports_torch = False
                 isolate.import_in_background("torch")
             self._warming.join()
+            self._warming = None
+            # The report's plotting modules (seconds), while this process waits on its first trial, not after the last.
+            threading.Thread(target=preload_plots, name="search-preload-plots", daemon=True).start()

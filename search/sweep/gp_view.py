@@ -1,0 +1,174 @@
+"""How Optuna's GPSampler sees the study: knobs in order, and the answer's question.
+
+The study keeps what ran (every knob's value, both metrics, every
+constraint), so the front in the table, the report, optuna-dashboard and
+MLflow read the trials as they are. Only the GP's view changes, in two ways:
+
+- **Numeric choices in order.** `batch_size=choice(32, 64, 128, 256)` is a
+  categorical distribution, and the GP's kernel treats the choices of a
+  categorical as unrelated: having measured 32 and 256 tells it nothing of
+  64 and 128, so on a grid of choices it learns little more than random
+  search does. A categorical whose choices are all numbers is shown to it as
+  their rank, an int 0..k-1 in numeric order (a log-spaced list of choices,
+  as batch sizes and learning rates are written, becomes evenly spaced), so
+  its kernel can learn that larger batches train faster and, past some
+  size, less accurately. Choices that are not numbers (`precision`) stay
+  categorical.
+- **The answer's question** (`hydra.sweeper.search_for=answer`, the
+  default). The answer is the fastest configuration whose val_accuracy is at
+  least the baseline's minus `hydra.sweeper.accuracy_tolerance`
+  (search/sweep/answer.py); a two-objective GP spreads its trials along the
+  whole (throughput, accuracy) front, most of which can never be the answer.
+  Once the baseline has measured its accuracy, the GP sees one value,
+  throughput, to maximise, and one more constraint, `val_accuracy >= floor`,
+  beside the study's own (`runnable` and the user's), and its constrained
+  expected improvement proposes the configuration it expects to be fastest
+  among those it believes reach the floor. Before the floor is known, with
+  `search_for=front`, and for a sweep that does not maximise both metrics,
+  it sees both values as they are.
+
+Other samplers are not wrapped (TPE reads constraints only through its own
+`constraints_func`; random and grid sampling have no model).
+"""
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import optuna
+from optuna.distributions import BaseDistribution, CategoricalDistribution, IntDistribution
+from optuna.samplers import BaseSampler
+from optuna.study import StudyDirection
+from optuna.study._constrained_optimization import _CONSTRAINTS_KEY
+from optuna.trial import FrozenTrial, TrialState
+
+from search.sweep.answer import ACCURACY, THROUGHPUT
+
+SEARCH_FOR = ("answer", "front")
+Floor = Callable[[optuna.Study], "float | None"]  # the study's accuracy floor, None while unknown
+
+
+def _ranked(dist: BaseDistribution) -> list[Any] | None:
+    """A categorical's choices in numeric order when every one is a number; else None."""
+    if not isinstance(dist, CategoricalDistribution) or len(dist.choices) < 2:
+        return None
+    if not all(isinstance(c, (int, float)) and not isinstance(c, bool) for c in dist.choices):
+        return None
+    return sorted(dist.choices)
+
+
+class GPView(BaseSampler):
+    def __init__(self, base: BaseSampler, floor: Floor | None, metric_names: Sequence[str]):
+        self.base = base
+        self._floor = floor  # None: search_for=front, both values as they are
+        names = list(metric_names)
+        self._throughput = names.index(THROUGHPUT) if floor is not None else -1
+        self._accuracy = names.index(ACCURACY) if floor is not None else -1
+        self._shape: tuple[int, int] | None = None  # (values, constraints) the GP was last shown
+
+    def __getattr__(self, name: str) -> Any:  # the wrapped sampler's own settings and methods
+        if name == "base":
+            raise AttributeError(name)
+        return getattr(self.base, name)
+
+    def infer_relative_search_space(self, study: optuna.Study, trial: FrozenTrial) -> dict[str, BaseDistribution]:
+        return self.base.infer_relative_search_space(study, trial)
+
+    def sample_relative(self, study: optuna.Study, trial: FrozenTrial,
+                        search_space: dict[str, BaseDistribution]) -> dict[str, Any]:
+        if not search_space:
+            return self.base.sample_relative(study, trial, search_space)
+        ranks = {name: r for name, d in search_space.items() if (r := _ranked(d)) is not None}
+        floor = self._floor(study) if self._floor is not None else None
+        view = _View(study, ranks, floor, self._throughput, self._accuracy)
+        shape = (len(view.directions), view.n_constraints())
+        if shape != self._shape:
+            # GPSampler warm-starts each value's and each constraint's GP from its last fit, by position:
+            # when the view changes (the floor found: one value, one more constraint) they start afresh.
+            for cache in ("_gprs_cache_list", "_constraints_gprs_cache_list"):
+                if hasattr(self.base, cache):
+                    setattr(self.base, cache, None)
+            self._shape = shape
+        shown = {name: IntDistribution(0, len(ranks[name]) - 1) if name in ranks else d
+                 for name, d in search_space.items()}
+        params = self.base.sample_relative(view, trial, shown)
+        return {name: ranks[name][int(v)] if name in ranks else v for name, v in params.items()}
+
+    def sample_independent(self, study: optuna.Study, trial: FrozenTrial, param_name: str,
+                           param_distribution: BaseDistribution) -> Any:
+        return self.base.sample_independent(study, trial, param_name, param_distribution)
+
+    def before_trial(self, study: optuna.Study, trial: FrozenTrial) -> None:
+        self.base.before_trial(study, trial)
+
+    def after_trial(self, study: optuna.Study, trial: FrozenTrial, state: TrialState,
+                    values: Sequence[float] | None) -> None:
+        self.base.after_trial(study, trial, state, values)
+
+    def reseed_rng(self) -> None:
+        self.base.reseed_rng()
+
+
+class _View:
+    """The study as the GP is shown it: numeric choices as their ranks and, when `floor` is known,
+    throughput as the one value and `floor - val_accuracy` as one more constraint. Everything else
+    (storage, attributes) is the study's: what the GP writes (its proposal, for other workers) goes
+    to the study's trial, in ranks, which other workers' views read back the same way."""
+
+    def __init__(self, study: optuna.Study, ranks: Mapping[str, list[Any]], floor: float | None, throughput: int,
+                 accuracy: int):
+        self._study = study
+        self._ranks = ranks
+        self._index = {name: {c: i for i, c in enumerate(r)} for name, r in ranks.items()}
+        self._floor = floor
+        self._throughput = throughput
+        self._accuracy = accuracy
+        self.directions = [StudyDirection.MAXIMIZE] if floor is not None else study.directions
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._study, name)
+
+    def _is_multi_objective(self) -> bool:
+        return len(self.directions) > 1
+
+    def n_constraints(self) -> int:
+        done = self._study._get_trials(deepcopy=False, states=(TrialState.COMPLETE,), use_cache=False)
+        return (len(done[-1].constraints) if done else 0) + (self._floor is not None)
+
+    def _get_trials(self, deepcopy: bool = False, states: Any = None, use_cache: bool = False) -> list[FrozenTrial]:
+        return [self._shown(t) for t in self._study._get_trials(deepcopy=False, states=states, use_cache=use_cache)]
+
+    def get_trials(self, deepcopy: bool = True, states: Any = None) -> list[FrozenTrial]:
+        return self._get_trials(states=states)
+
+    @property
+    def trials(self) -> list[FrozenTrial]:
+        return self._get_trials()
+
+    def _shown(self, trial: FrozenTrial) -> FrozenTrial:
+        shown = copy.copy(trial)
+        if self._ranks:
+            shown._params = {k: self._index[k].get(v, v) if k in self._index else v for k, v in trial.params.items()}
+            shown._distributions = {k: IntDistribution(0, len(self._ranks[k]) - 1) if k in self._ranks else d
+                                    for k, d in trial.distributions.items()}
+        if self._floor is not None and trial.state == TrialState.COMPLETE and trial.values is not None:
+            shown._values = [trial.values[self._throughput]]
+            accuracy = trial.values[self._accuracy]
+            attrs = {k: v for k, v in trial.system_attrs.items() if not k.startswith(f"{_CONSTRAINTS_KEY}:")}
+            shown._system_attrs = {**attrs, _CONSTRAINTS_KEY: [*trial.constraints.values(), self._floor - accuracy]}
+        return shown
+
+
+def gp_view(sampler: BaseSampler, search_for: str, metric_names: Sequence[str] | None, directions: Sequence[str],
+            tolerance: float) -> BaseSampler:
+    """A GPSampler shown the study through GPView (the answer's question when `search_for=answer` and the
+    sweep maximises both throughput and val_accuracy); any other sampler as it is."""
+    from search.sweep.baseline import accuracy_floor
+
+    if not isinstance(sampler, optuna.samplers.GPSampler):
+        return sampler
+    names = list(metric_names or [])
+    maximised = {m for m, d in zip(names, directions) if d == "maximize"}
+    answer = search_for == "answer" and {THROUGHPUT, ACCURACY} <= maximised
+    return GPView(sampler, (lambda study: accuracy_floor(study, tolerance)) if answer else None, names)
