@@ -8,12 +8,14 @@ size, at most 32 MiB, and M_TRIM_THRESHOLD to twice it), which a training
 script that has loaded its data has long done before anyone times it. A
 trial process is fresh and may never do it: its heap is then given back and
 faulted in again, zeroed page by page, at every step. Measured on the
-default digits trial (batch 64, one thread, 2-core VM): a fresh forked
-child trained at 1,210-1,360 samples/s, the same child after one large
-block was freed at 1,440-1,555, a warm in-process loop at 1,530-1,580
-(docs/BENCHMARKS.md, service overhead). So each trial process, and each DDP
-rank, starts where glibc's own adaptation tops out, and the trial measures
-the configuration, not the freshness of its process.
+default digits trial (batch 64, one thread, 2-core VM): forked from a
+process that had only imported torch, 1,208-1,359 samples/s; from one that
+had freed three large blocks first, 1,435-1,537; in process after its
+first trial, 1,529-1,580; with these thresholds set, through the sweep's
+own run path, 1,523-1,563 (docs/BENCHMARKS.md, service overhead). So each
+trial process, and each DDP rank, starts where glibc's own adaptation tops
+out, and the trial measures the configuration, not the freshness of its
+process.
 """
 from __future__ import annotations
 

@@ -45,7 +45,6 @@ from optuna.trial import FrozenTrial, TrialState
 
 from search.sweep.answer import ACCURACY, THROUGHPUT
 
-SEARCH_FOR = ("answer", "front")
 Floor = Callable[[optuna.Study], "float | None"]  # the study's accuracy floor, None while unknown
 
 
