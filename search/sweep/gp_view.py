@@ -44,6 +44,7 @@ from optuna.study._constrained_optimization import _CONSTRAINTS_KEY
 from optuna.trial import FrozenTrial, TrialState
 
 from search.sweep.answer import ACCURACY, THROUGHPUT
+from search.sweep.wrapped_sampler import WrappedSampler
 
 Floor = Callable[[optuna.Study], "float | None"]  # the study's accuracy floor, None while unknown
 
@@ -57,22 +58,14 @@ def _ranked(dist: BaseDistribution) -> list[Any] | None:
     return sorted(dist.choices)
 
 
-class GPView(BaseSampler):
+class GPView(WrappedSampler):
     def __init__(self, base: BaseSampler, floor: Floor | None, metric_names: Sequence[str]):
-        self.base = base
+        super().__init__(base)
         self._floor = floor  # None: search_for=front, both values as they are
         names = list(metric_names)
         self._throughput = names.index(THROUGHPUT) if floor is not None else -1
         self._accuracy = names.index(ACCURACY) if floor is not None else -1
         self._shape: tuple[int, int] | None = None  # (values, constraints) the GP was last shown
-
-    def __getattr__(self, name: str) -> Any:  # the wrapped sampler's own settings and methods
-        if name == "base":
-            raise AttributeError(name)
-        return getattr(self.base, name)
-
-    def infer_relative_search_space(self, study: optuna.Study, trial: FrozenTrial) -> dict[str, BaseDistribution]:
-        return self.base.infer_relative_search_space(study, trial)
 
     def sample_relative(self, study: optuna.Study, trial: FrozenTrial,
                         search_space: dict[str, BaseDistribution]) -> dict[str, Any]:
@@ -93,20 +86,6 @@ class GPView(BaseSampler):
                  for name, d in search_space.items()}
         params = self.base.sample_relative(view, trial, shown)
         return {name: ranks[name][int(v)] if name in ranks else v for name, v in params.items()}
-
-    def sample_independent(self, study: optuna.Study, trial: FrozenTrial, param_name: str,
-                           param_distribution: BaseDistribution) -> Any:
-        return self.base.sample_independent(study, trial, param_name, param_distribution)
-
-    def before_trial(self, study: optuna.Study, trial: FrozenTrial) -> None:
-        self.base.before_trial(study, trial)
-
-    def after_trial(self, study: optuna.Study, trial: FrozenTrial, state: TrialState,
-                    values: Sequence[float] | None) -> None:
-        self.base.after_trial(study, trial, state, values)
-
-    def reseed_rng(self) -> None:
-        self.base.reseed_rng()
 
 
 class _View:

@@ -48,6 +48,8 @@ from optuna.distributions import (
 from optuna.samplers import BaseSampler
 from optuna.trial import FrozenTrial, TrialState
 
+from search.sweep.wrapped_sampler import WrappedSampler
+
 _REDRAWS = 3
 _RANDOM_DRAWS = 200
 _MAX_COMPLETIONS = 4096  # configurations a value sampled on its own may lead to, checked for one not run yet
@@ -55,22 +57,14 @@ _RUN_STATES = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING)  # as
 REPAIRED_ATTR = "search.repaired"  # the values changed to keep a joint proposal inside the rules
 
 
-class RuleAwareSampler(BaseSampler):
+class RuleAwareSampler(WrappedSampler):
     def __init__(self, base: BaseSampler, forbids: Callable[[Mapping[str, Any]], Any], seed: int | None = None,
                  avoid_repeats: bool = True):
-        self.base = base
+        super().__init__(base)
         self.avoid_repeats = avoid_repeats  # False: repeats pass (the replay's "before", search_efficiency.py)
         self._forbids = forbids
         self._rng = random.Random(seed)
         self._relative: dict[int, dict[str, Any]] = {}  # trial number -> its joint proposal, until it ends
-
-    def __getattr__(self, name: str) -> Any:  # the wrapped sampler's own settings and methods
-        if name == "base":
-            raise AttributeError(name)
-        return getattr(self.base, name)
-
-    def infer_relative_search_space(self, study: optuna.Study, trial: FrozenTrial) -> dict[str, BaseDistribution]:
-        return self.base.infer_relative_search_space(study, trial)
 
     def sample_relative(self, study: optuna.Study, trial: FrozenTrial,
                         search_space: dict[str, BaseDistribution]) -> dict[str, Any]:
@@ -136,16 +130,10 @@ class RuleAwareSampler(BaseSampler):
                 return False
         return True
 
-    def before_trial(self, study: optuna.Study, trial: FrozenTrial) -> None:
-        self.base.before_trial(study, trial)
-
     def after_trial(self, study: optuna.Study, trial: FrozenTrial, state: TrialState,
                     values: Any) -> None:
         self._relative.pop(trial.number, None)
         self.base.after_trial(study, trial, state, values)
-
-    def reseed_rng(self) -> None:
-        self.base.reseed_rng()
 
     def _unseen(self, params: dict[str, Any], fixed: Mapping[str, Any], space: Mapping[str, BaseDistribution],
                 seen: set[tuple]) -> dict[str, Any]:
