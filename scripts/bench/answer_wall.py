@@ -72,7 +72,7 @@ def _answer_text(a: dict) -> str:
     if not a:
         return "none"
     if a.get("is_baseline"):
-        return "your configuration"
+        return "your configuration" + (f" ({a['note']})" if a.get("note") else "")
     return f"{a['changed']}: {a['speedup']:.2f}x ({a['ci_low']:.2f}-{a['ci_high']:.2f}, {a['rounds']} rounds)"
 
 

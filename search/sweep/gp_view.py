@@ -44,6 +44,7 @@ from optuna.study._constrained_optimization import _CONSTRAINTS_KEY
 from optuna.trial import FrozenTrial, TrialState
 
 from search.sweep.answer import ACCURACY, THROUGHPUT
+from search.sweep.baseline import accuracy_floor
 from search.sweep.wrapped_sampler import WrappedSampler
 
 Floor = Callable[[optuna.Study], "float | None"]  # the study's accuracy floor, None while unknown
@@ -142,8 +143,6 @@ def gp_view(sampler: BaseSampler, search_for: str, metric_names: Sequence[str] |
             tolerance: float) -> BaseSampler:
     """A GPSampler shown the study through GPView (the answer's question when `search_for=answer` and the
     sweep maximises both throughput and val_accuracy); any other sampler as it is."""
-    from search.sweep.baseline import accuracy_floor
-
     if not isinstance(sampler, optuna.samplers.GPSampler):
         return sampler
     names = list(metric_names or [])
