@@ -70,10 +70,11 @@ class SearchSweeperConf:
     pruner: Any = None  # hydra/sweeper/pruner: Optuna's pruner on the accuracy curve of single-metric sweeps
     early_stopping: bool = True  # false: every trial trains its whole budget
     # Two metrics: a trial stops after its throughput probe when it is this fraction slower than the fastest
-    # completed trial with the best accuracy so far (it cannot reach the Pareto front then).
+    # completed trial at the answer's accuracy floor (search_for=answer: it cannot be the answer then), or
+    # the fastest with the best accuracy so far (search_for=front: it cannot reach the Pareto front then).
     early_stopping_margin: float = 0.1
-    # ...and only once this many trials completed with both metrics: the best accuracy of the first one or two
-    # trials is a poor bet (at a fixed sample budget, smaller batches often learn more and run slower).
+    # ...the front's rule only once this many trials completed with both metrics: the best accuracy of the first
+    # one or two trials is a poor bet (at a fixed sample budget, smaller batches often learn more and run slower).
     early_stopping_startup_trials: int = 5
     direction: Any = field(default_factory=lambda: ["maximize", "maximize"])
     # Metric names the directions apply to, when a trial returns a dict of metrics (Optuna: study.set_metric_names).

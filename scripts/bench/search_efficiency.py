@@ -16,8 +16,9 @@ baseline, with `search_for=answer`, throughput under the accuracy floor),
 wrapped by search.sweep.rule_sampler.within_rules (forbidden combinations and
 repeats are repaired before a trial number is spent; the rule here: a cell the
 table says is infeasible), search.sweep.no_repeat.ask_unseen, the two-metric
-early-stopping rule (search.sweep.early_stopping.throughput_bar with the sweep's
-default margin and startup trials: a cell whose throughput is below the bar and
+early-stopping rule (search.sweep.early_stopping.probe_bar with the sweep's
+default margin and startup trials, the answer's bar once the baseline ran under
+`search_for=answer`: a cell whose throughput is below the bar and
 whose probe fits in the first half of its steps stops after its probe), and
 search.sweep.outcome.score/tell. A trial's result is looked up in the table
 instead of trained, so 30 seeds take minutes, not days.
@@ -89,6 +90,7 @@ class Strategy:
     hydra_order: bool = False  # Hydra's BasicSweeper: the product, last knob fastest
     search_for: str = "answer"  # hydra.sweeper.search_for: "front" shows the sampler both metrics throughout
     gp_view: bool = True  # False: the GP sees the study as it is (choices unordered, both metrics): before
+    stopped_unknown: bool = True  # False: the GP's view shows a stopped trial as told (infeasible, worst accuracy)
 
 
 GP = "optuna.samplers.GPSampler"
@@ -103,6 +105,7 @@ STRATEGIES: dict[str, Strategy] = {
     "default, no early stopping": Strategy(early_stopping=False),
     "search_for=front (choices in order, two metrics throughout)": Strategy(search_for="front"),
     "before: GP sees choices unordered, two metrics": Strategy(gp_view=False),
+    "GP shown a stopped trial as told (infeasible, worst accuracy)": Strategy(stopped_unknown=False),
     "default + floor as constraint": Strategy(floor_as_constraint=True),
     "gp, 3 startup": Strategy({"_target_": GP, "n_startup_trials": 3}),
     "gp, 10 startup (Optuna's default)": Strategy({"_target_": GP, "n_startup_trials": 10}),
@@ -325,7 +328,8 @@ def replay(table: Table, name: str, seed: int, floor: float, target: float, min_
 
     from search.sweep.constraints import parse_constraints
     from search.sweep.gp_view import gp_view
-    from search.sweep.early_stopping import throughput_bar, tell_stopped
+    from search.sweep.baseline import accuracy_floor
+    from search.sweep.early_stopping import probe_bar, tell_stopped
     from search.sweep.no_repeat import ask_unseen
     from search.sweep.outcome import STOPPED_EARLY, score, tell
     from search.sweep.roles import enqueue
@@ -343,7 +347,7 @@ def replay(table: Table, name: str, seed: int, floor: float, target: float, min_
 
     node = dict(strategy.sampler) if strategy.sampler else default_sampler_node()
     directed = gp_view(make_sampler(node, seed, dists), strategy.search_for, OPTIMISED_METRICS, DIRECTIONS,
-                       ACCURACY_TOLERANCE) if strategy.gp_view else make_sampler(node, seed, dists)
+                       ACCURACY_TOLERANCE, strategy.stopped_unknown) if strategy.gp_view else make_sampler(node, seed, dists)
     sampler = RuleAwareSampler(directed, _Broken.wrap(forbids), seed, avoid_repeats=strategy.avoid_repeats)
     study = optuna.create_study(directions=DIRECTIONS, sampler=sampler)
     study.set_user_attr(METRIC_NAMES_ATTR, OPTIMISED_METRICS)
@@ -357,8 +361,9 @@ def replay(table: Table, name: str, seed: int, floor: float, target: float, min_
         trial = ask_unseen(study, dists, rng, _Broken.wrap(forbids))
         config = {k: trial.params[k] for k in keys}
         result = table.results[key_of(config, keys)]
-        bar = None if first or not strategy.early_stopping else throughput_bar(
-            study.get_trials(deepcopy=False), margin, startup)
+        floor_known = accuracy_floor(study, ACCURACY_TOLERANCE) if strategy.search_for == "answer" else None
+        bar = None if first or not strategy.early_stopping else probe_bar(
+            study.get_trials(deepcopy=False), margin, startup, floor_known)
         first = False
         result, cost = stopped_result(table, config, result, bar, train)
         scored = score(result, OPTIMISED_METRICS, 2, constraints)

@@ -8,12 +8,18 @@ Two modes, chosen from the metrics the study optimises (docs/early_stopping.md):
   `trial.optuna_trial_number` and reports to its own Optuna trial
   (search/trial/learning_curve.py).
 - **two metrics, throughput and accuracy** (the default): Optuna's
-  pruners refuse multi-objective studies, so a staged rule instead. A completed
-  trial with the best accuracy seen so far and throughput T dominates any
-  trial that is slower than T, under the assumption that no configuration
-  beats the best accuracy seen so far. The trial gets
-  `train.stop_below_samples_per_s = T * (1 - margin)` and stops after its
-  throughput probe when it is slower than that.
+  pruners refuse multi-objective studies, so a staged rule instead. The
+  trial gets `train.stop_below_samples_per_s = T * (1 - margin)` and stops
+  after its throughput probe when it is slower than that, T being
+  - searching for the answer (`hydra.sweeper.search_for=answer`, the
+    default, once the baseline's accuracy is known): the throughput of the
+    fastest completed trial at the study's seed whose val_accuracy reaches
+    the answer's floor. A slower trial cannot be the answer, whatever its
+    accuracy, so no assumption is made about accuracy.
+  - searching for the front (`search_for=front`, or before the baseline
+    ran): the throughput of the fastest trial with the best accuracy seen so
+    far, which dominates any slower trial under the assumption that no
+    configuration beats the best accuracy seen so far.
 
 A stopped trial (outcome `stopped_early`) is told to Optuna by `tell_stopped`:
 what it measured, so the sampler learns from it instead of proposing it again
@@ -31,6 +37,7 @@ from optuna.trial import TrialState
 from search.errors import BadInput
 from search.sweep.no_repeat import REPLACES_ATTR
 from search.sweep.outcome import is_feasible
+from search.sweep.roles import SEED_ATTR
 from search.sweep.space import to_override
 
 THROUGHPUT = "throughput_samples_per_s"
@@ -129,19 +136,39 @@ def throughput_bar(trials: Sequence[optuna.trial.FrozenTrial], margin: float, st
     return max(m[THROUGHPUT] for m in done if m[ACCURACY] == best_accuracy) * (1.0 - margin)
 
 
+def answer_bar(trials: Sequence[optuna.trial.FrozenTrial], floor: float, margin: float) -> float | None:
+    """The probe throughput below which a new trial cannot be the answer: the highest throughput among the
+    completed, feasible trials at the study's seed whose val_accuracy reaches `floor` (the baseline is one),
+    lowered by `margin`; None while none has."""
+    speeds = [t.user_attrs["metrics"][THROUGHPUT] for t in trials
+              if t.state == TrialState.COMPLETE and is_feasible(t) and t.user_attrs.get("outcome", "ok") == "ok"
+              and SEED_ATTR not in t.user_attrs
+              and math.isfinite(t.user_attrs.get("metrics", {}).get(THROUGHPUT, math.nan))
+              and t.user_attrs["metrics"].get(ACCURACY, -math.inf) >= floor]
+    return max(speeds) * (1.0 - margin) if speeds else None
+
+
+def probe_bar(trials: Sequence[optuna.trial.FrozenTrial], margin: float, startup_trials: int,
+              floor: float | None) -> float | None:
+    """The answer's bar when `floor` is known (searching for the answer), else the front's."""
+    return answer_bar(trials, floor, margin) if floor is not None else throughput_bar(trials, margin, startup_trials)
+
+
 def trial_overrides(study: optuna.Study, trial: optuna.Trial, mode: str, margin: float,
-                    startup_trials: int = 1) -> list[str]:
+                    startup_trials: int = 1, floor: float | None = None) -> list[str]:
     """The Hydra overrides that hand a trial its early-stopping instructions.
 
     A trial enqueued on purpose (a retry, the nightly incumbent's repeats, a
     warm start) runs to the end: a re-measurement that got slower is exactly
     what must be measured, not stopped. A configuration drawn to replace a
-    repeat (search/sweep/no_repeat.py) is an ordinary proposal."""
+    repeat (search/sweep/no_repeat.py) is an ordinary proposal. `floor`: the
+    answer's accuracy floor when the sweep searches for the answer and knows it
+    (the answer's bar then), else None (the front's)."""
     enqueued = "fixed_params" in study._storage.get_trial_system_attrs(trial._trial_id)
     if enqueued and REPLACES_ATTR not in trial.user_attrs:
         return []
     if mode == "staged":
-        bar = throughput_bar(study.get_trials(deepcopy=False), margin, startup_trials)
+        bar = probe_bar(study.get_trials(deepcopy=False), margin, startup_trials, floor)
         return [] if bar is None else [f"train.stop_below_samples_per_s={bar:.6g}"]
     if mode == "pruner":
         return [to_override("trial.optuna_study", study.study_name), f"trial.optuna_trial_number={trial.number}"]
@@ -158,9 +185,12 @@ def choose_mode(enabled: bool, metric_names: Sequence[str] | None, directions: S
     return "staged" if staged_rule_applies(metric_names, directions) else "off"
 
 
-def describe_mode(mode: str, pruner: optuna.pruners.BasePruner, margin: float) -> str:
+def describe_mode(mode: str, pruner: optuna.pruners.BasePruner, margin: float, for_answer: bool = False) -> str:
     if mode == "pruner":
         return f"early stopping: {type(pruner).__name__} on each trial's val_accuracy learning curve"
+    if mode == "staged" and for_answer:
+        return (f"early stopping: a trial whose throughput probe is more than {margin:.0%} below the fastest trial "
+                f"at your configuration's accuracy (minus the tolerance) stops there (it cannot be the answer)")
     if mode == "staged":
         return (f"early stopping: a trial whose throughput probe is more than {margin:.0%} below the fastest trial "
                 f"with the best accuracy so far stops there (it cannot reach the Pareto front)")

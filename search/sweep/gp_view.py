@@ -26,6 +26,12 @@ MLflow read the trials as they are. Only the GP's view changes, in two ways:
   among those it believes reach the floor. Before the floor is known, with
   `search_for=front`, and for a sweep that does not maximise both metrics,
   it sees both values as they are.
+  A trial early stopping ended (search/sweep/early_stopping.py) is told to
+  the study with its probe throughput, the worst accuracy seen and
+  infeasible, which keeps every report from taking it for an answer; in
+  this view it is what it is: slow, its accuracy and feasibility unknown
+  (its constraints shown at 0, the boundary), so the GP's accuracy model
+  does not learn a made-up accuracy for its maths.
 
 Other samplers are not wrapped (TPE reads constraints only through its own
 `constraints_func`; random and grid sampling have no model).
@@ -45,6 +51,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from search.sweep.answer import ACCURACY, THROUGHPUT
 from search.sweep.baseline import accuracy_floor
+from search.sweep.outcome import STOPPED_EARLY
 from search.sweep.wrapped_sampler import WrappedSampler
 
 Floor = Callable[[optuna.Study], "float | None"]  # the study's accuracy floor, None while unknown
@@ -60,9 +67,11 @@ def _ranked(dist: BaseDistribution) -> list[Any] | None:
 
 
 class GPView(WrappedSampler):
-    def __init__(self, base: BaseSampler, floor: Floor | None, metric_names: Sequence[str]):
+    def __init__(self, base: BaseSampler, floor: Floor | None, metric_names: Sequence[str],
+                 stopped_unknown: bool = True):
         super().__init__(base)
         self._floor = floor  # None: search_for=front, both values as they are
+        self._stopped_unknown = stopped_unknown  # False: a stopped trial as told (infeasible; the replay's "before")
         names = list(metric_names)
         self._throughput = names.index(THROUGHPUT) if floor is not None else -1
         self._accuracy = names.index(ACCURACY) if floor is not None else -1
@@ -74,7 +83,7 @@ class GPView(WrappedSampler):
             return self.base.sample_relative(study, trial, search_space)
         ranks = {name: r for name, d in search_space.items() if (r := _ranked(d)) is not None}
         floor = self._floor(study) if self._floor is not None else None
-        view = _View(study, ranks, floor, self._throughput, self._accuracy)
+        view = _View(study, ranks, floor, self._throughput, self._accuracy, self._stopped_unknown)
         shape = (len(view.directions), view.n_constraints())
         if shape != self._shape:
             # GPSampler warm-starts each value's and each constraint's GP from its last fit, by position:
@@ -96,13 +105,14 @@ class _View:
     to the study's trial, in ranks, which other workers' views read back the same way."""
 
     def __init__(self, study: optuna.Study, ranks: Mapping[str, list[Any]], floor: float | None, throughput: int,
-                 accuracy: int):
+                 accuracy: int, stopped_unknown: bool = True):
         self._study = study
         self._ranks = ranks
         self._index = {name: {c: i for i, c in enumerate(r)} for name, r in ranks.items()}
         self._floor = floor
         self._throughput = throughput
         self._accuracy = accuracy
+        self._stopped_unknown = stopped_unknown
         self.directions = [StudyDirection.MAXIMIZE] if floor is not None else study.directions
 
     def __getattr__(self, name: str) -> Any:
@@ -133,14 +143,16 @@ class _View:
                                     for k, d in trial.distributions.items()}
         if self._floor is not None and trial.state == TrialState.COMPLETE and trial.values is not None:
             shown._values = [trial.values[self._throughput]]
-            accuracy = trial.values[self._accuracy]
+            constraints = [*trial.constraints.values(), self._floor - trial.values[self._accuracy]]
+            if self._stopped_unknown and trial.user_attrs.get("outcome") == STOPPED_EARLY:
+                constraints = [0.0] * len(constraints)  # slow, as its probe says; whether it is feasible: unknown
             attrs = {k: v for k, v in trial.system_attrs.items() if not k.startswith(f"{_CONSTRAINTS_KEY}:")}
-            shown._system_attrs = {**attrs, _CONSTRAINTS_KEY: [*trial.constraints.values(), self._floor - accuracy]}
+            shown._system_attrs = {**attrs, _CONSTRAINTS_KEY: constraints}
         return shown
 
 
 def gp_view(sampler: BaseSampler, search_for: str, metric_names: Sequence[str] | None, directions: Sequence[str],
-            tolerance: float) -> BaseSampler:
+            tolerance: float, stopped_unknown: bool = True) -> BaseSampler:
     """A GPSampler shown the study through GPView (the answer's question when `search_for=answer` and the
     sweep maximises both throughput and val_accuracy); any other sampler as it is."""
     if not isinstance(sampler, optuna.samplers.GPSampler):
@@ -148,4 +160,5 @@ def gp_view(sampler: BaseSampler, search_for: str, metric_names: Sequence[str] |
     names = list(metric_names or [])
     maximised = {m for m, d in zip(names, directions) if d == "maximize"}
     answer = search_for == "answer" and {THROUGHPUT, ACCURACY} <= maximised
-    return GPView(sampler, (lambda study: accuracy_floor(study, tolerance)) if answer else None, names)
+    return GPView(sampler, (lambda study: accuracy_floor(study, tolerance)) if answer else None, names,
+                  stopped_unknown)

@@ -166,7 +166,8 @@ class SweeperImpl:
               f"{storage_location(self.settings.storage)}", flush=True)
         if (line := large_study_notice(plan.sampler, len(study.trials) + self.settings.n_trials)) is not None:
             print(line, flush=True)
-        print(describe_mode(plan.early_stopping, plan.pruner, self.settings.early_stopping_margin), flush=True)
+        print(describe_mode(plan.early_stopping, plan.pruner, self.settings.early_stopping_margin,
+                            self.baseline is not None and self.settings.search_for == "answer"), flush=True)
         recover(study, self.settings)
         for line in mlflow_repair.repair(self.settings.experiment_name or plan.study_name, study):
             print(line, flush=True)  # an MLflow outage outlasted an earlier sweep

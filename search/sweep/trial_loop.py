@@ -19,6 +19,7 @@ from hydra.core.utils import JobStatus
 
 from search.reports.progress import SweepProgress
 from search.sweep import interrupt
+from search.sweep.baseline import accuracy_floor
 from search.sweep.closing import abort_trial, close_trial
 from search.sweep.early_stopping import trial_overrides
 from search.sweep.failure_policy import FailurePolicy
@@ -106,11 +107,12 @@ def propose(run: SweepRun) -> slots.Launch:
     plan, study, settings = run.plan, run.study, run.settings
     trial = ask_unseen(study, plan.space.distributions, run.rng, plan.space.forbids)
     throughput_only = staged(study, trial, run.staging)
+    floor = accuracy_floor(study, settings.accuracy_tolerance) if settings.search_for == "answer" else None
     lines = (plan.space.fixed_overrides + [to_override(k, trial.params[k]) for k in plan.space.distributions]
              + list(trial.user_attrs.get(EXTRA_OVERRIDES_ATTR, [])) + throughput_only
              + ([] if throughput_only else trial_overrides(study, trial, plan.early_stopping,
                                                            settings.early_stopping_margin,
-                                                           settings.early_stopping_startup_trials)))
+                                                           settings.early_stopping_startup_trials, floor)))
     run.heartbeat.track(trial)
     trial.set_user_attr("mlflow_parent_run_id", run.sweep.parent_run_id)
     trial.set_user_attr("overrides", lines)

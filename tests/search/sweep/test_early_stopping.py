@@ -15,7 +15,7 @@ from optuna.distributions import CategoricalDistribution
 from optuna.trial import TrialState
 
 from conftest import run_search
-from search.sweep.early_stopping import choose_mode, throughput_bar, trial_overrides
+from search.sweep.early_stopping import answer_bar, choose_mode, throughput_bar, trial_overrides
 from search.sweep.no_repeat import completed_configurations
 from search.sweep.outcome import is_feasible, named_constraints, score, tell
 
@@ -178,3 +178,27 @@ def test_one_objective_with_constraints_the_median_pruner_stops_a_bad_trial(work
     last = bad.intermediate_values[max(bad.intermediate_values)]
     assert runs[bad.number].data.metrics["val_accuracy"] == pytest.approx(last)  # partial metrics
     assert "trial.optuna_trial_number" in runs[bad.number].data.params
+
+
+def test_searching_for_the_answer_the_bar_is_the_fastest_trial_at_the_floor() -> None:
+    """A trial slower than a known configuration at the floor cannot be the answer, whatever its accuracy:
+    the bar needs no best-accuracy assumption and no start-up trials."""
+    from search.sweep.roles import SEED_ATTR
+
+    study = optuna.create_study(directions=["maximize", "maximize"])
+    study.set_user_attr("search.objectives", METRICS)
+    results = [(_ok(1000.0, 0.97), {}),  # the baseline: at the floor (0.965) by definition
+               (_ok(3000.0, 0.90), {}),  # fast but below the floor: not an incumbent
+               (_ok(1500.0, 0.966), {}),  # at the floor and faster: the incumbent
+               (_ok(9000.0, 0.99), {SEED_ATTR: 1})]  # a second-seed run: not the study's seed, no bar
+    for x, (result, attrs) in enumerate(results, start=1):
+        study.enqueue_trial({"x": x}, user_attrs=attrs)
+        tell(study, study.ask(SPACE), score(result, METRICS, 2, []), ["maximize", "maximize"])
+    assert answer_bar(study.trials[:1], 0.965, 0.1) == pytest.approx(900.0)  # the baseline alone sets one
+    assert answer_bar(study.trials, 0.965, 0.1) == pytest.approx(1350.0)
+    assert answer_bar(study.trials, 0.995, 0.1) is None  # nothing reaches that floor
+    assert throughput_bar(study.trials, 0.1, startup_trials=5) is None  # the front's waits for 5 trials
+    proposed = study.ask(SPACE)
+    assert trial_overrides(study, proposed, "staged", 0.1, startup_trials=5, floor=0.965) == \
+        ["train.stop_below_samples_per_s=1350"]
+    assert trial_overrides(study, proposed, "staged", 0.1, startup_trials=5) == []  # the front's waits for 5

@@ -51,6 +51,24 @@ def test_the_sampler_sees_throughput_alone_and_the_floor_as_one_more_constraint(
     assert [d.name for d in view.directions] == ["MAXIMIZE"]
 
 
+def test_a_stopped_trial_is_shown_slow_with_its_feasibility_unknown():
+    """Told to the study as infeasible at the worst accuracy seen (no report takes it for an answer), it is
+    shown to the GP as what the probe measured: its throughput, its constraints at the boundary."""
+    study = sweep(TPESampler(seed=0), 3)
+    study.set_user_attr("search.objectives", METRICS)  # as the sweep names them
+    trial = study.ask(SPACE)
+    stopped = Scored("stopped_early", metrics={METRICS[0]: 50.0, "probe_throughput_samples_per_s": 50.0})
+    trial.set_user_attr("outcome", "stopped_early")
+    tell(study, trial, stopped, DIRECTIONS)
+    told = study.trials[-1]
+    assert told.values[0] == 50.0 and any(v > 0 for v in told.constraints.values())  # infeasible in the study
+    floor = accuracy_floor(study, 0.005)
+    shown = _View(study, {}, floor, 0, 1).get_trials()[-1]
+    assert shown.values == [50.0] and all(v == 0.0 for v in shown.constraints.values())
+    as_told = _View(study, {}, floor, 0, 1, stopped_unknown=False).get_trials()[-1]
+    assert any(v > 0 for v in as_told.constraints.values())
+
+
 def test_only_gp_is_wrapped_and_the_answer_only_when_both_metrics_are_maximised():
     gp = GPSampler(seed=0)
     assert gp_view(gp, "answer", METRICS, DIRECTIONS, 0.005)._floor is not None
