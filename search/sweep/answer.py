@@ -88,7 +88,8 @@ class Answer:
     val_accuracy: float | None
     baseline_val_accuracy: float | None
     tolerance: float
-    seed_check: dict[str, Any] | None = None  # {"seed", "val_accuracy", "baseline_val_accuracy", "passed"}
+    seed_check: dict[str, Any] | None = None  # {"seed", "val_accuracy", "baseline_val_accuracy" (at that seed),
+    #                                            "mean_val_accuracy", "baseline_mean_val_accuracy" (both seeds), "passed"}
     tied_with: list[dict[str, Any]] = field(default_factory=list)
     rule: str = ""
     note: str = ""
@@ -170,8 +171,13 @@ def panel_lines(answer: Answer, baseline_params: Mapping[str, Any]) -> list[str]
                      f"at tolerance {answer.tolerance:g}")
     if answer.seed_check:
         c = answer.seed_check
-        lines.append(f"seed {c['seed']}: val_accuracy {c['val_accuracy']:.4f} vs {c['baseline_val_accuracy']:.4f} "
-                     f"({'passed' if c['passed'] else 'FAILED'})")
+        if "mean_val_accuracy" in c:
+            lines.append(f"seeds {c['seed'] - 1} and {c['seed']}: mean val_accuracy {c['mean_val_accuracy']:.4f} vs "
+                         f"{c['baseline_mean_val_accuracy']:.4f} ({'passed' if c['passed'] else 'FAILED'}; at seed "
+                         f"{c['seed']}: {c['val_accuracy']:.4f} vs {c['baseline_val_accuracy']:.4f})")
+        else:  # an answer stored before the check took both seeds
+            lines.append(f"seed {c['seed']}: val_accuracy {c['val_accuracy']:.4f} vs {c['baseline_val_accuracy']:.4f} "
+                         f"({'passed' if c['passed'] else 'FAILED'})")
     if answer.note:
         lines.append(answer.note)
     if answer.tied_with:

@@ -65,11 +65,12 @@ def test_a_tie_goes_to_fewer_devices_then_less_memory():
 def test_the_panel_says_speedup_interval_and_both_accuracies():
     a = Answer({"batch_size": 128, "precision": "bf16"}, ["batch_size=128", "precision=bf16"], False, 1.9, 1.8, 2.0,
                4, 0.912, 0.915, 0.005, seed_check={"seed": 1, "val_accuracy": 0.91, "baseline_val_accuracy": 0.912,
+                                                   "mean_val_accuracy": 0.911, "baseline_mean_val_accuracy": 0.9135,
                                                    "passed": True})
     lines = panel_lines(a, {"batch_size": 64, "precision": "bf16"})
     assert lines[0] == "batch_size=128: 1.90x your configuration (95% CI 1.80-2.00, 4 interleaved rounds)"
     assert lines[1] == "val_accuracy 0.9120 vs 0.9150 at tolerance 0.005"
-    assert "seed 1" in lines[2] and "passed" in lines[2]
+    assert lines[2] == "seeds 0 and 1: mean val_accuracy 0.9110 vs 0.9135 (passed; at seed 1: 0.9100 vs 0.9120)"
     assert Answer.from_dict(a.to_dict()) == a
 
 
@@ -129,6 +130,10 @@ def test_a_sweep_ends_with_a_confirmed_answer(workdir):
     assert answer.params == {"batch_size": 128} and not answer.is_baseline
     assert 1.1 < answer.ci_low <= answer.speedup <= answer.ci_high and 1.5 < answer.speedup < 2.6, answer
     assert answer.seed_check is not None and answer.seed_check["passed"] and answer.seed_check["seed"] == 1
+    check = answer.seed_check  # judged on the mean of the two seeds' runs, each side
+    assert check["mean_val_accuracy"] == pytest.approx((answer.val_accuracy + check["val_accuracy"]) / 2)
+    assert check["baseline_mean_val_accuracy"] == pytest.approx(
+        (answer.baseline_val_accuracy + check["baseline_val_accuracy"]) / 2)
     assert [t.params for t in trials if t.user_attrs.get(ROLE_ATTR) == "seed_check"] == [{"batch_size": 128}]
     assert "batch_size=128" in answer.overrides
     assert "the answer" in out and f"{answer.speedup:.2f}x your configuration (95% CI" in out
