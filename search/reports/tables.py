@@ -20,9 +20,10 @@ from rich.console import Console, Group
 from rich.markup import escape
 from rich.table import Table
 
+from search.reports.choose import key
 from search.reports.labels import fmt, knob_label, metric_label
 from search.sweep.outcome import is_feasible
-from search.sweep.roles import ROLE_ATTR
+from search.sweep.roles import ROLE_ATTR, SEED_ATTR
 
 BASELINE = "baseline"
 ANSWER_ATTR = "search.answer"  # study attribute: the confirmed answer, its "trials" among them
@@ -31,13 +32,28 @@ _SPEEDUP_METRICS = {"throughput_samples_per_s": 1, "throughput_tokens_per_s": 1,
 
 
 def front_trials(study: optuna.Study) -> list[FrozenTrial]:
-    """The Pareto front (several metrics) or the best five (one metric)."""
-    if len(study.directions) > 1:
-        return sorted(study.best_trials, key=lambda t: t.values[0], reverse=True)
+    """The Pareto front (several metrics) or the best five (one metric) of the feasible trials trained at
+    the study's seed, one row per configuration (its best). A run at another seed (the baseline's second,
+    the answer's check) is another draw of a configuration's accuracy, not comparable with the others';
+    the confirmation's rounds re-measure configurations already shown."""
     done = [t for t in study.get_trials(deepcopy=False)
-            if t.state == TrialState.COMPLETE and is_feasible(t)]
-    reverse = study.direction == optuna.study.StudyDirection.MAXIMIZE
-    return sorted(done, key=lambda t: t.value, reverse=reverse)[:5]
+            if t.state == TrialState.COMPLETE and is_feasible(t) and SEED_ATTR not in t.user_attrs]
+    if len(study.directions) > 1:
+        signs = [1.0 if d == optuna.study.StudyDirection.MAXIMIZE else -1.0 for d in study.directions]
+
+        def beaten(t: FrozenTrial) -> bool:
+            mine = [s * v for s, v in zip(signs, t.values)]
+            return any(all(o >= m for o, m in zip(other, mine)) and other != mine
+                       for other in ([s * v for s, v in zip(signs, u.values)] for u in done))
+
+        shown = sorted((t for t in done if not beaten(t)), key=lambda t: t.values[0], reverse=True)
+    else:
+        reverse = study.direction == optuna.study.StudyDirection.MAXIMIZE
+        shown = sorted(done, key=lambda t: t.value, reverse=reverse)
+    once: dict[tuple, FrozenTrial] = {}
+    for t in shown:
+        once.setdefault(key(t.params), t)
+    return list(once.values())[:None if len(study.directions) > 1 else 5]
 
 
 def baseline_trials(study: optuna.Study) -> list[FrozenTrial]:

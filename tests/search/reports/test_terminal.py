@@ -12,8 +12,8 @@ from optuna.distributions import CategoricalDistribution
 from rich.console import Console
 
 from search.reports.progress import SweepProgress, finished_line, status_line
-from search.reports.tables import BASELINE, front_table
-from search.sweep.roles import ROLE_ATTR
+from search.reports.tables import BASELINE, front_table, front_trials
+from search.sweep.roles import ROLE_ATTR, SEED_ATTR
 
 WIDTHS = (80, 100, 200)
 METRICS = ["throughput_samples_per_s", "val_accuracy"]
@@ -121,6 +121,21 @@ def test_the_front_shows_metrics_speedup_and_the_knobs_that_differ_from_the_base
     if len(shown) < len(differing):
         assert f"also differ, not shown at this width: {', '.join(differing[len(shown):])}" in flat(text)
     assert "MLflow and the report" in text
+
+
+def test_the_front_leaves_out_other_seeds_and_shows_a_configuration_once() -> None:
+    """A run at another seed (the baseline's second) is another draw of its accuracy, not a point of the
+    front; a configuration measured again (the confirmation's rounds) is one row."""
+    study = _study(with_baseline=True)
+    fast = {**USER, "batch_size": 256, "precision": "bf16", "loader.num_workers": 2}
+    _add(study, fast, 18_234.5, 0.93)  # re-measured: the same figures
+    attrs = {"metrics": {"throughput_samples_per_s": 1100.0, "val_accuracy": 0.99}, "outcome": "ok",
+             ROLE_ATTR: BASELINE, SEED_ATTR: 1}
+    study.add_trial(optuna.trial.create_trial(params=USER, distributions=SPACE, values=[1100.0, 0.99],
+                                              user_attrs=attrs))
+    assert 7 in {t.number for t in study.best_trials}  # Optuna's own front takes it
+    assert [t.number for t in front_trials(study)] == [2, 3, 4]
+    assert "(3 trials)" in _render(front_table(study, METRICS, 100), 100)[0]
 
 
 def test_the_answers_trials_are_marked() -> None:
