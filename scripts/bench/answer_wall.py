@@ -124,9 +124,11 @@ def main() -> int:
                      f"{', '.join(f'{s:.0%}' for s in savings)} (median {statistics.median(savings):.0%}; goal >= 40%).")
     confirm_shares = [r["confirm_wall_s"] / r["search_wall_s"] for _, arm, r in rows
                       if arm == "answer" and r["confirm_wall_s"] and r["search_wall_s"]]
+    whole_shares = [r["confirm_wall_s"] / r["wall_s"] for _, arm, r in rows if arm == "answer" and r["confirm_wall_s"]]
     if confirm_shares:
         lines.append(f"Confirmation's cost, as a share of the search's wall time: "
-                     f"{', '.join(f'{s:.0%}' for s in confirm_shares)} (budget 15%).")
+                     f"{', '.join(f'{s:.0%}' for s in confirm_shares)} (budget 15%, hydra.sweeper.confirm_budget); "
+                     f"of the whole sweep's (the command, start to end): {', '.join(f'{s:.0%}' for s in whole_shares)}.")
     if agree is not None:
         lines.append(f"Repeatability: the two `answer` sweeps (the same command, sampler seed 0) "
                      f"{'gave the same answer' if same else 'gave different answers'}; their speedup intervals "
