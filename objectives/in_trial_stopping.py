@@ -8,7 +8,8 @@ Two checks, both optional, both decided on rank 0 and obeyed by every rank:
   probe when that is past half of the trial's steps), the probe's
   throughput (median of its windows) is compared with the bar; below it,
   the trial stops. The sweep sets the bar so that a trial stopped here
-  cannot reach the Pareto front (docs/early_stopping.md).
+  cannot be the answer, or cannot reach the Pareto front when it searches
+  for the front (docs/early_stopping.md).
 - **learning curve** (a ``report(step, value) -> should_stop`` callable, given
   by the sweep in single-objective mode): every ``train.eval_every_samples``
   (0: every ~10% of the budget) the model is evaluated and its
@@ -74,7 +75,8 @@ class EarlyStop:
             self.probe_throughput_samples_per_s < bar
         if rank0_decides(slow):
             self.reason = (f"probe throughput {self.probe_throughput_samples_per_s or 0:.4g} samples/s is below "
-                           f"{bar:.4g} (train.stop_below_samples_per_s): it cannot reach the Pareto front")
+                           f"{bar:.4g} (train.stop_below_samples_per_s): a trial already measured is faster beyond the "
+                           f"margin, so this one cannot win")
             return True
         return False
 

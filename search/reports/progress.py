@@ -9,7 +9,10 @@ Two parts, each sized to the console's width when it is drawn:
 - one line per trial running now, its knob values cut at the width.
 
 Each finished trial also prints one line above the display (it stays in
-the scroll-back and in a piped log): outcome, metrics, knob values.
+the scroll-back and in a piped log): outcome, what it was run for when it
+was not an ordinary proposal (the baseline, a confirmation round, a run at
+another seed, a throughput-only trial and whose accuracy it carries),
+metrics, knob values.
 The ETA is the wall time per finished trial so far times the trials left,
 which counts trials running side by side on several devices.
 """
@@ -80,8 +83,9 @@ def running_lines(running: Mapping[int, Mapping[str, Any]]) -> list[Text]:
 
 
 def finished_line(number: int, outcome: str, metrics: Mapping[str, float], metric_names: Iterable[str],
-                  params: Mapping[str, Any], reason: str = "", feasible: bool = True) -> str:
-    """The line a finished trial leaves in the log (rich markup)."""
+                  params: Mapping[str, Any], reason: str = "", feasible: bool = True, kind: str = "") -> str:
+    """The line a finished trial leaves in the log (rich markup); `kind`: what the trial was run for, when it
+    was not an ordinary proposal (`baseline, seed 1`, `timed only, val acc of trial 6`)."""
     shown = "  ".join(f"{fmt(metrics[k])} {metric_label(k)}" for k in metric_names if k in metrics)
     colour = {"ok": "green", "stopped_early": "yellow"}.get(outcome, "red")
     if reason and outcome != "ok":
@@ -89,7 +93,8 @@ def finished_line(number: int, outcome: str, metrics: Mapping[str, float], metri
     else:
         tail = "" if feasible else "  [yellow]infeasible: violates a constraint[/yellow]"
     knobs = f"  [dim]{escape(_short(params))}[/dim]" if params else ""
-    return f"trial {number} [{colour}]{outcome}[/{colour}]{'  ' + shown if shown else ''}{knobs}{tail}"
+    what = f" [dim]({escape(kind)})[/dim]" if kind else ""
+    return f"trial {number} [{colour}]{outcome}[/{colour}]{what}{'  ' + shown if shown else ''}{knobs}{tail}"
 
 
 class _Display(Progress):
@@ -138,8 +143,10 @@ class SweepProgress:
         self._progress.refresh()
 
     def finished(self, number: int, outcome: str, metrics: Mapping[str, float], params: Mapping[str, Any],
-                 directions: Sequence[str], reason: str = "", feasible: bool = True) -> None:
-        if outcome == "ok" and feasible:
+                 directions: Sequence[str], reason: str = "", feasible: bool = True, kind: str = "",
+                 counts_as_best: bool = True) -> None:
+        """`counts_as_best`: False for a run at another seed, whose accuracy is not the study's."""
+        if outcome == "ok" and feasible and counts_as_best:
             for name, direction in zip(self.metric_names, directions):
                 if name in metrics:
                     better = max if direction == "maximize" else min
@@ -147,5 +154,5 @@ class SweepProgress:
         self.running = {n: p for n, p in self.running.items() if n != number}
         self.done += 1
         self._progress.console.print(finished_line(number, outcome, metrics, self.metric_names, params, reason,
-                                                   feasible))
+                                                   feasible, kind))
         self._progress.refresh()

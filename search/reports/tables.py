@@ -20,7 +20,7 @@ from rich.console import Console, Group
 from rich.markup import escape
 from rich.table import Table
 
-from search.reports.choose import key
+from search.reports.choose import key as config_key
 from search.reports.labels import fmt, knob_label, metric_label
 from search.sweep.outcome import is_feasible
 from search.sweep.roles import ROLE_ATTR, SEED_ATTR
@@ -52,7 +52,7 @@ def front_trials(study: optuna.Study) -> list[FrozenTrial]:
         shown = sorted(done, key=lambda t: t.value, reverse=reverse)
     once: dict[tuple, FrozenTrial] = {}
     for t in shown:
-        once.setdefault(key(t.params), t)
+        once.setdefault(config_key(t.params), t)
     return list(once.values())[:None if len(study.directions) > 1 else 5]
 
 

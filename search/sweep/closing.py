@@ -9,11 +9,13 @@ from typing import TYPE_CHECKING, Any
 import optuna
 
 from search.errors import BadInput, Interrupted, exit_bad_input
+from search.sweep.confirm import ROUND_ATTR
 from search.sweep.early_stopping import intermediate_series
 from search.sweep.metric_names import ended_ok, unreported
 from search.sweep.outcome import score, tell
-from search.sweep.recovery import HEARTBEAT_ATTR, RETRIES_ATTR, retry
-from search.sweep.staging import with_inherited_accuracy
+from search.sweep.recovery import HEARTBEAT_ATTR, RETRIES_ATTR, RETRY_OF_ATTR, retry
+from search.sweep.roles import ROLE_ATTR, SEED_ATTR
+from search.sweep.staging import ACCURACY_FROM_ATTR, with_inherited_accuracy
 from search.tracking import mlflow_runs as tracking
 
 if TYPE_CHECKING:
@@ -41,10 +43,25 @@ def close_trial(run: SweepRun, trial: optuna.Trial, result: Any) -> str:
                        series)
     shown = scored.metrics or dict(zip(run.progress.metric_names, scored.values or []))
     feasible = all(v <= 0 for v in scored.constraints.values())
-    run.progress.finished(trial.number, scored.outcome, shown, trial.params, plan.directions, scored.reason, feasible)
+    run.progress.finished(trial.number, scored.outcome, shown, trial.params, plan.directions, scored.reason, feasible,
+                          trial_kind(trial.user_attrs), SEED_ATTR not in trial.user_attrs)
     if refusal:
         exit_bad_input(BadInput(refusal))  # SystemExit: the sweep's run is ended on the way out
     return scored.outcome
+
+
+def trial_kind(attrs: dict[str, Any]) -> str:
+    """What a trial was run for, in words, when it was not an ordinary proposal; '' when it was."""
+    role = attrs.get(ROLE_ATTR)
+    parts = {"baseline": ["baseline"], "seed_check": ["second-seed check"],
+             "confirm": [f"confirmation round {int(attrs.get(ROUND_ATTR, 0)) + 1}"]}.get(role, [])
+    if SEED_ATTR in attrs:
+        parts.append(f"seed {attrs[SEED_ATTR]}")
+    if RETRY_OF_ATTR in attrs:
+        parts.append(f"retry of trial {attrs[RETRY_OF_ATTR]}")
+    if ACCURACY_FROM_ATTR in attrs:
+        parts.append(f"timed only, val acc of trial {attrs[ACCURACY_FROM_ATTR]}")
+    return ", ".join(parts)
 
 
 def abort_trial(run: SweepRun, trial: optuna.Trial, err: BaseException) -> None:

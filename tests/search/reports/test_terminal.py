@@ -103,6 +103,31 @@ def test_a_finished_trial_leaves_one_line_with_short_metric_names() -> None:
     assert failed == "trial 5 oom  batch_size=256  out of memory [CUDA]"
 
 
+def test_a_trial_that_was_not_an_ordinary_proposal_says_what_it_was_run_for() -> None:
+    from search.sweep.closing import trial_kind
+
+    assert trial_kind({}) == ""
+    assert trial_kind({ROLE_ATTR: "baseline", SEED_ATTR: 1}) == "baseline, seed 1"
+    assert trial_kind({"search.accuracy_from": 6}) == "timed only, val acc of trial 6"
+    assert trial_kind({ROLE_ATTR: "confirm", "search.confirm_round": 0, "search.accuracy_from": 0}) == \
+        "confirmation round 1, timed only, val acc of trial 0"
+    assert trial_kind({ROLE_ATTR: "seed_check", SEED_ATTR: 1}) == "second-seed check, seed 1"
+    line = finished_line(1, "ok", {"throughput_samples_per_s": 1518.0, "val_accuracy": 0.9833}, METRICS,
+                         {"batch_size": 64}, kind="baseline, seed 1")
+    [text] = _render(line, 100)
+    assert text == "trial 1 ok (baseline, seed 1)  1,518 samples/s  0.9833 val acc  batch_size=64"
+
+
+def test_a_run_at_another_seed_is_not_the_best_so_far() -> None:
+    out = Console(width=100, record=True, force_terminal=False, color_system=None)
+    progress = SweepProgress(3, METRICS, console=out)
+    progress.finished(0, "ok", {"throughput_samples_per_s": 1540.0, "val_accuracy": 0.9749}, {}, ["maximize"] * 2)
+    progress.finished(1, "ok", {"throughput_samples_per_s": 1518.0, "val_accuracy": 0.9833}, {}, ["maximize"] * 2,
+                      kind="baseline, seed 1", counts_as_best=False)
+    [status] = _render(progress.renderable(100), 100)
+    assert "best 1,540 samples/s  0.9749 val acc" in status
+
+
 @pytest.mark.parametrize("width", WIDTHS)
 def test_the_front_shows_metrics_speedup_and_the_knobs_that_differ_from_the_baseline(width: int) -> None:
     lines = _render(front_table(_study(with_baseline=True), METRICS, width), width)
