@@ -134,13 +134,16 @@ def confirm(run: SweepRun, run_trials: RunTrials, base_params: dict[str, Any], s
 
     budget_s = settings.confirm_budget * search_wall_s
     round_trial_s, check_s = _cost_s(study, run.staging), _cost_s(study, False)
-    while len(contenders) > 1 and MIN_ROUNDS * (len(contenders) + 1) * round_trial_s + check_s > budget_s:
-        contenders = contenders[:-1]
+    found = len(contenders)
+    contenders = within_budget(contenders, round_trial_s, check_s, budget_s)
     start = time.monotonic()
     first_trial = len(study.trials)
     configs = [base_params] + [c.params for c in contenders]
+    left_out = (f" ({found - len(contenders)} more within noise left out by the budget, the slowest first; "
+                f"hydra.sweeper.confirm_budget)") if found > len(contenders) else ""
     say(f"confirming: your configuration and {len(contenders)} contender(s) within noise of the fastest, "
-        f"re-measured in interleaved rounds (budget {budget_s:.0f} s, {settings.confirm_budget:.0%} of the search)")
+        f"re-measured in interleaved rounds (budget {budget_s:.0f} s, {settings.confirm_budget:.0%} of the "
+        f"search){left_out}")
     rounds = 0
     while rounds < MAX_ROUNDS:
         spent = time.monotonic() - start
@@ -183,6 +186,9 @@ def confirm(run: SweepRun, run_trials: RunTrials, base_params: dict[str, Any], s
         note = f"a contender faster beyond noise failed the second-seed accuracy check ({ratio.text()}; {check_text(check)})"
     else:
         note = f"no configuration was faster beyond noise (the fastest contender: {best[1].text()})"
+    if found > len(contenders):
+        note += (f"; {found - len(contenders)} more contender(s) within noise were not confirmed (the budget, "
+                 f"hydra.sweeper.confirm_budget)")
     return answer_of(base_params, None, base_accuracy, confirm_wall_s=time.monotonic() - start, note=note)
 
 
@@ -191,6 +197,16 @@ def check_text(check: Mapping[str, Any]) -> str:
     return (f"mean val_accuracy over seeds {check['seed'] - 1} and {check['seed']} {check['mean_val_accuracy']:.4f} "
             f"vs the baseline's {check['baseline_mean_val_accuracy']:.4f} (at seed {check['seed']}: "
             f"{check['val_accuracy']:.4f} vs {check['baseline_val_accuracy']:.4f})")
+
+
+def within_budget(contenders: list[Contender], round_trial_s: float, check_s: float,
+                  budget_s: float) -> list[Contender]:
+    """The contenders (fastest first) whose minimum confirmation fits the budget: 3 rounds of them and the
+    baseline, and one check; the slowest left out first, the fastest kept even over the budget."""
+    kept = list(contenders)
+    while len(kept) > 1 and MIN_ROUNDS * (len(kept) + 1) * round_trial_s + check_s > budget_s:
+        kept = kept[:-1]
+    return kept
 
 
 def _seed_check(run: SweepRun, run_trials: RunTrials, params: Mapping[str, Any], base_params: Mapping[str, Any],

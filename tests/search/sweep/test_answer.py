@@ -62,6 +62,16 @@ def test_a_tie_goes_to_fewer_devices_then_less_memory():
     assert pick([one, clear]) == (1, [], "the fastest in confirmation")
 
 
+def test_the_budget_leaves_out_the_slowest_contenders_and_keeps_the_fastest():
+    from search.sweep.confirm import within_budget
+
+    three = [Contender({"b": b}, t, 0.97) for b, t in ((1, 300.0), (2, 290.0), (3, 280.0))]
+    # 3 rounds of the baseline and k contenders at 1 s a trial, plus a 4 s check
+    assert [c.params for c in within_budget(three, 1.0, 4.0, 16.0)] == [{"b": 1}, {"b": 2}, {"b": 3}]
+    assert [c.params for c in within_budget(three, 1.0, 4.0, 11.0)] == [{"b": 1}]
+    assert [c.params for c in within_budget(three, 1.0, 4.0, 1.0)] == [{"b": 1}]  # the least it runs
+
+
 def test_the_panel_says_speedup_interval_and_both_accuracies():
     a = Answer({"batch_size": 128, "precision": "bf16"}, ["batch_size=128", "precision=bf16"], False, 1.9, 1.8, 2.0,
                4, 0.912, 0.915, 0.005, seed_check={"seed": 1, "val_accuracy": 0.91, "baseline_val_accuracy": 0.912,
