@@ -2,7 +2,8 @@
 
 Optuna's own heartbeat runs only inside `study.optimize` and not on journal
 storage, so the sweep keeps its own: every trial it starts carries the
-worker that runs it (`host:pid:process start time`) and a heartbeat time it
+worker that runs it (`host:pid:process start time`, in clock ticks since
+boot on Linux) and a heartbeat time it
 refreshes while the trial runs. On start, a RUNNING trial is stale when its
 worker is on this host and gone, or its heartbeat is older than the grace
 period (a worker on another host). A stale trial is closed as failed in
@@ -29,9 +30,21 @@ RETRY_OF_ATTR = "search.retry_of"
 HEARTBEAT_INTERVAL_S = 20.0
 
 
+def _started(pid: int) -> str:
+    """When the process started, as a value that never changes while it runs: on Linux `t` and the clock
+    ticks since boot (/proc/PID/stat). psutil's create_time() adds the boot time, which Linux derives from
+    the wall clock, so it moves when the clock is stepped or slewed: a live worker compared by it could be
+    taken for a gone one, and its running trial closed under it. Elsewhere, create_time() to 0.01 s."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+            stat = f.read()
+        return "t" + stat[stat.rindex(")") + 2:].split()[19]  # field 22, starttime, after the command name
+    except (OSError, ValueError, IndexError):
+        return f"{psutil.Process(pid).create_time():.2f}"
+
+
 def worker_id() -> str:
-    me = psutil.Process(os.getpid())
-    return f"{socket.gethostname()}:{me.pid}:{me.create_time():.2f}"
+    return f"{socket.gethostname()}:{os.getpid()}:{_started(os.getpid())}"
 
 
 def worker_alive(worker: str) -> bool | None:
@@ -40,7 +53,10 @@ def worker_alive(worker: str) -> bool | None:
     if host != socket.gethostname():
         return None
     try:
-        return abs(psutil.Process(int(pid)).create_time() - float(started)) < 0.05
+        if started.startswith("t"):
+            return _started(int(pid)) == started
+        # An id written as create_time() (before the ticks, or off Linux): the wall clock may have moved since.
+        return abs(psutil.Process(int(pid)).create_time() - float(started)) < 2.0
     except (psutil.NoSuchProcess, ValueError):
         return False
 

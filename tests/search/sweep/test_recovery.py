@@ -128,3 +128,23 @@ def test_two_workers_closing_the_same_stale_trial_retry_it_once() -> None:
     states = [t.state for t in study.get_trials(deepcopy=False)]
     assert states == [TrialState.FAIL, TrialState.WAITING]  # failed once, enqueued once
     assert study.trials[0].user_attrs["outcome"] == "crashed"
+
+
+def test_a_worker_is_known_by_when_it_started_since_boot_not_by_the_wall_clock() -> None:
+    """psutil's create_time() adds the boot time, which Linux derives from the wall clock: a worker id made
+    from it stops matching its own live process when the clock is stepped, and its trial was closed under it."""
+    import psutil
+
+    from search.sweep.recovery import worker_alive, worker_id
+
+    me = worker_id()
+    host, pid, started = me.rsplit(":", 2)
+    assert host == socket.gethostname() and int(pid) == os.getpid()
+    if sys.platform.startswith("linux"):
+        assert started.startswith("t") and worker_id() == me  # ticks since boot: the same whatever the clock
+    assert worker_alive(me) is True
+    old = f"{host}:{os.getpid()}:{psutil.Process().create_time() + 1.0:.2f}"  # written before, clock moved 1 s
+    assert worker_alive(old) is True
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    assert worker_alive(f"{host}:{int(gone.stdout)}:{started}") is False
+    assert worker_alive(f"elsewhere:{pid}:{started}") is None  # another host: only its heartbeat tells
