@@ -78,3 +78,12 @@ def test_repeatability(tmp_path: Path) -> None:
     out = bench("repeatability.py", cwd=tmp_path)
     assert "CV across runs" in out and out.count("samples/s") >= 3, out
 
+
+
+def test_answer_wall(tmp_path: Path) -> None:
+    """Both arms sweep to an answer (the default, and with early stopping and staging off), side by side."""
+    out = bench("answer_wall.py", cwd=tmp_path)
+    rows = [line for line in out.splitlines() if line.startswith("| 0 |")]
+    assert [r.split("|")[2].strip() for r in rows] == ["answer", "no saving"], out
+    assert all("your configuration" in r or "x (" in r for r in rows), out  # an answer in each
+    assert "Search wall time saved by early stopping and staging:" in out
