@@ -128,7 +128,8 @@ def main() -> int:
     if confirm_shares:
         lines.append(f"Confirmation's cost, as a share of the search's wall time: "
                      f"{', '.join(f'{s:.0%}' for s in confirm_shares)} (budget 15%, hydra.sweeper.confirm_budget); "
-                     f"of the whole sweep's (the command, start to end): {', '.join(f'{s:.0%}' for s in whole_shares)}.")
+                     "of the whole sweep's (the command, start to end): "
+                     f"{', '.join(f'{s:.0%}' for s in whole_shares)}.")
     if agree is not None:
         lines.append(f"Repeatability: the two `answer` sweeps (the same command, sampler seed 0) "
                      f"{'gave the same answer' if same else 'gave different answers'}; their speedup intervals "

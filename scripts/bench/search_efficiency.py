@@ -346,8 +346,9 @@ def replay(table: Table, name: str, seed: int, floor: float, target: float, min_
         return result if result is not None and result["outcome"] == "infeasible" else None
 
     node = dict(strategy.sampler) if strategy.sampler else default_sampler_node()
-    directed = gp_view(make_sampler(node, seed, dists), strategy.search_for, OPTIMISED_METRICS, DIRECTIONS,
-                       ACCURACY_TOLERANCE, strategy.stopped_unknown) if strategy.gp_view else make_sampler(node, seed, dists)
+    base = make_sampler(node, seed, dists)
+    directed = gp_view(base, strategy.search_for, OPTIMISED_METRICS, DIRECTIONS, ACCURACY_TOLERANCE,
+                       strategy.stopped_unknown) if strategy.gp_view else base
     sampler = RuleAwareSampler(directed, _Broken.wrap(forbids), seed, avoid_repeats=strategy.avoid_repeats)
     study = optuna.create_study(directions=DIRECTIONS, sampler=sampler)
     study.set_user_attr(METRIC_NAMES_ATTR, OPTIMISED_METRICS)

@@ -183,7 +183,8 @@ def confirm(run: SweepRun, run_trials: RunTrials, base_params: dict[str, Any], s
     best = confirmed[order[0]]
     if failed_check is not None:  # faster beyond noise, but not as accurate at the second seed
         ratio, check = failed_check
-        note = f"a contender faster beyond noise failed the second-seed accuracy check ({ratio.text()}; {check_text(check)})"
+        note = (f"a contender faster beyond noise failed the second-seed accuracy check "
+                f"({ratio.text()}; {check_text(check)})")
     else:
         note = f"no configuration was faster beyond noise (the fastest contender: {best[1].text()})"
     if found > len(contenders):
