@@ -91,14 +91,39 @@ def _rdb_storage(url: str, attempts: int = 5) -> RDBStorage:
     workers died this way and the study got a third of its trials."""
     from sqlalchemy.exc import IntegrityError, ProgrammingError
 
+    sqlite = url.startswith("sqlite")
     for attempt in range(1, attempts + 1):
         try:
-            return RDBStorage(url)
+            if not sqlite:
+                return RDBStorage(url)
+            # A busy database is waited for (a minute), not refused after SQLite's default 5 s.
+            return _immediate_transactions(RDBStorage(url, engine_kwargs={"connect_args": {"timeout": 60}}))
         except (IntegrityError, ProgrammingError):
             if attempt == attempts:
                 raise
             time.sleep(0.2 * attempt)
     raise AssertionError("unreachable")
+
+
+def _immediate_transactions(storage: RDBStorage) -> RDBStorage:
+    """Every transaction on this SQLite storage starts with BEGIN IMMEDIATE (SQLAlchemy's recipe for
+    serializable SQLite). Optuna pops an enqueued trial by reading it WAITING and writing RUNNING "for
+    update"; SQLite ignores FOR UPDATE and pysqlite begins a transaction only at the first write, so two
+    workers could both read WAITING and both run the trial (Optuna issue #4002): seen here as a worker
+    whose trial the other had already finished (UpdateFinishedTrialError). BEGIN IMMEDIATE takes the write
+    lock before the read, so the second worker reads RUNNING and takes another trial."""
+    from sqlalchemy import event
+
+    @event.listens_for(storage.engine, "connect")
+    def _no_implicit_begin(dbapi_connection: Any, _record: Any) -> None:
+        dbapi_connection.isolation_level = None  # pysqlite issues no BEGIN of its own
+
+    @event.listens_for(storage.engine, "begin")
+    def _begin_immediate(connection: Any) -> None:
+        connection.exec_driver_sql("BEGIN IMMEDIATE")
+
+    storage.engine.dispose()  # the connections made while the tables were created reconnect with the above
+    return storage
 
 
 def open_storage(storage: str | None) -> BaseStorage:

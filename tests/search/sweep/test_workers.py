@@ -94,3 +94,36 @@ def test_two_sweeps_started_together_keep_separate_sweep_dirs(workdir: Path) -> 
         for job in ("0", "1"):  # each job ran in its own sweep's directory
             saved = OmegaConf.load(sweep_dir / job / ".hydra" / "hydra.yaml")
             assert Path(saved.hydra.runtime.output_dir) == (sweep_dir / job).resolve()
+
+
+def _ask_enqueued(url: str, asks: int, out: object) -> None:
+    from optuna.distributions import IntDistribution
+
+    from search.sweep.study import open_storage
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = optuna.load_study(storage=open_storage(url), study_name="q")
+    out.put([study.ask({"x": IntDistribution(0, 1000)}).params["x"] for _ in range(asks)])
+
+
+def test_on_sqlite_no_enqueued_trial_goes_to_two_workers(tmp_path: Path) -> None:
+    """Optuna pops an enqueued trial by reading it WAITING and writing RUNNING; SQLite ignores FOR UPDATE,
+    and with Optuna's plain RDBStorage four workers asking at once got 18 of 200 enqueued trials twice.
+    The sweep's SQLite storage begins every transaction IMMEDIATE (search/sweep/study.py)."""
+    import multiprocessing
+
+    from search.sweep.study import open_storage
+
+    url = f"sqlite:///{tmp_path}/q.db"
+    study = optuna.create_study(storage=open_storage(url), study_name="q")
+    for x in range(120):
+        study.enqueue_trial({"x": x})
+    ctx = multiprocessing.get_context("fork")
+    out = ctx.Queue()
+    procs = [ctx.Process(target=_ask_enqueued, args=(url, 30, out)) for _ in range(4)]
+    for p in procs:
+        p.start()
+    got = [x for _ in procs for x in out.get(timeout=300)]
+    for p in procs:
+        p.join(timeout=60)
+    assert len(got) == 120 and len(set(got)) == 120, sorted(x for x in set(got) if got.count(x) > 1)
