@@ -17,7 +17,7 @@ import os
 import socket
 import threading
 import time
-from typing import Any
+from typing import Any, Callable
 
 import optuna
 import psutil
@@ -104,11 +104,14 @@ def retry(study: optuna.Study, trial: optuna.trial.FrozenTrial | optuna.Trial, m
 
 
 class Heartbeat:
-    """Refreshes the heartbeat of the trials this worker is running."""
+    """Refreshes the heartbeat of the trials this worker is running, and calls `on_beat` (the worker's own
+    entry on the study, search/sweep/workers.py) at each beat."""
 
-    def __init__(self, study: optuna.Study, interval_s: float = HEARTBEAT_INTERVAL_S) -> None:
+    def __init__(self, study: optuna.Study, interval_s: float = HEARTBEAT_INTERVAL_S,
+                 on_beat: Callable[[], None] = lambda: None) -> None:
         self._study = study
         self._interval_s = interval_s
+        self._on_beat = on_beat
         self._trials: dict[int, Any] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -141,3 +144,7 @@ class Heartbeat:
                     self._study._storage.set_trial_user_attr(trial_id, HEARTBEAT_ATTR, time.time())
                 except (RuntimeError, ValueError):  # finished meanwhile
                     pass
+            try:
+                self._on_beat()
+            except Exception:  # noqa: BLE001  a storage hiccup: the next beat tries again
+                pass

@@ -32,6 +32,7 @@ from search.reports.answer import answer_metrics, print_answer, tag_sweep_run
 from search.reports.plots import preload as preload_plots, write_report
 from search.reports.progress import SweepProgress
 from search.reports.tables import compare_run_ids, print_front
+from search.sweep import workers
 from search.sweep.answer import ANSWER_ATTR, THROUGHPUT, Answer
 from search.sweep.baseline import baseline_params, enqueue_baseline, fit_baseline
 from search.sweep.confirm import confirm, overrides_for
@@ -102,13 +103,17 @@ class SweeperImpl:
         status = "FAILED"
         answer: Answer | None = None
         try:
-            with SweepProgress(self.settings.n_trials + extra, metric_names) as progress, Heartbeat(study) as heartbeat:
+            with SweepProgress(self.settings.n_trials + extra, metric_names) as progress, \
+                    Heartbeat(study, on_beat=lambda: workers.beat(study)) as heartbeat:
                 run = SweepRun(self.settings, self.jobs, plan, study, sweep, progress, heartbeat, self.rng,
                                self.failure_policy, self._wait_for_forkserver,
                                staging=self.settings.staging and staging_applies(plan, self.jobs))
-                run_trials(run, self.hooks, self.settings.n_trials + extra)
+                try:
+                    run_trials(run, self.hooks, self.settings.n_trials + extra)
+                finally:
+                    workers.mark(study, "done")  # however the trials ended: the others may confirm
                 if self.baseline is not None and not self.failure_policy.gives_up(run.outcomes):
-                    answer = self._confirm(run, plan)
+                    answer = self._confirm_once(run, plan)
             status = "FAILED" if self.failure_policy.gives_up(run.outcomes) else "FINISHED"
         except (KeyboardInterrupt, Interrupted):
             status = "KILLED"
@@ -142,6 +147,19 @@ class SweeperImpl:
         return gp_view(plan.sampler, self.settings.search_for if self.baseline is not None else "front",
                        plan.metrics, plan.directions, self.settings.accuracy_tolerance)
 
+    def _confirm_once(self, run: SweepRun, plan: Plan) -> Answer | None:
+        """Confirm here when this is the study's last worker searching (search/sweep/workers.py)."""
+        say = run.progress.console.print
+        others = workers.others_searching(run.study, self.settings.stale_after_s)
+        if others:
+            say(f"confirmation: left to the last worker still searching this study ({len(others)} other(s): "
+                f"{', '.join(others)}); it stores the answer on the study and on its MLflow sweep run")
+            return None
+        if not workers.claims_confirmation(run.study, self.settings.stale_after_s):
+            say("confirmation: another worker of this study, ended at the same moment, confirms the answer")
+            return None
+        return self._confirm(run, plan)
+
     def _confirm(self, run: SweepRun, plan: Plan) -> Answer | None:
         """Confirm the answer (search/sweep/confirm.py), store it on the study and MLflow's sweep run."""
         assert self.baseline is not None
@@ -174,13 +192,16 @@ class SweeperImpl:
         self._fingerprint(study)
         name_metrics(study, metric_names)  # the axes' names in optuna-dashboard too
         drop_unrun(study)
+        workers.mark(study, "searching")
         if self.baseline is not None:
             params, seed = self.baseline
-            runs = enqueue_baseline(study, params, self.settings.baseline_repeats, seed)
             shown = " ".join(f"{k}={v}" for k, v in params.items())
-            print(f"baseline, your configuration ({shown}): " + (
-                f"runs first, {runs} time(s), never stopped early" if runs else "measured already in this study"),
-                flush=True)
+            if workers.enqueues_baseline(study, self.settings.stale_after_s):
+                runs = enqueue_baseline(study, params, self.settings.baseline_repeats, seed)
+                said = f"runs first, {runs} time(s), never stopped early" if runs else "measured already in this study"
+            else:
+                said = "enqueued by the first worker of this study"
+            print(f"baseline, your configuration ({shown}): {said}", flush=True)
         extra = self.hooks.start(study, plan.storage, plan.space.distributions)
         if (line := gpu_telemetry.notice()) is not None:
             print(line, flush=True)

@@ -127,3 +127,39 @@ def test_on_sqlite_no_enqueued_trial_goes_to_two_workers(tmp_path: Path) -> None
     for p in procs:
         p.join(timeout=60)
     assert len(got) == 120 and len(set(got)) == 120, sorted(x for x in set(got) if got.count(x) > 1)
+
+
+def test_workers_with_the_baseline_run_it_once_and_the_last_one_confirms(workdir: Path) -> None:
+    """Two workers started together with the baseline on (the default): the baseline is enqueued once,
+    and only the worker that searched last confirms, so no confirmation round is taken by a worker still
+    searching (search/sweep/workers.py). Before, each worker enqueued and ran its own confirmation while
+    the other searched, and each took the other's rounds as search trials."""
+    from search.sweep.answer import ANSWER_ATTR
+    from search.sweep.recovery import WORKER_ATTR
+    from search.sweep.roles import ROLE_ATTR
+
+    url = f"sqlite:///{workdir}/study.db"
+    env = {**os.environ, "PYTHONPATH": str(REPO), "MLFLOW_TRACKING_URI": f"sqlite:///{workdir}/mlflow.db"}
+    procs = [subprocess.Popen(
+        [sys.executable, "-m", "search", "multirun", f"hydra.sweeper.storage={url}", "hydra.sweeper.study_name=b",
+         f"hydra.sweeper.n_trials={n}", "hydra.sweeper.params=null", "batch_size=choice(32,64,128)",
+         "precision=choice(fp32,bf16)", "train.budget_samples=1500", "parallel.devices=1", "loader.num_workers=0",
+         f"hydra.sweep.dir=multirun/{i}"],
+        cwd=workdir, env={**env, "COLUMNS": "300"}, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        for i, n in enumerate((1, 4))]
+    outs = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=600)
+        assert proc.returncode == 0, err[-3000:]
+        outs.append(out)
+    study = optuna.load_study(study_name="b", storage=url)
+    trials = study.get_trials(deepcopy=False)
+    baseline = [t for t in trials if t.user_attrs.get(ROLE_ATTR) == "baseline"]
+    assert len(baseline) == 2, [t.number for t in baseline]  # default baseline_repeats, not once per worker
+    assert ANSWER_ATTR in study.user_attrs
+    assert "confirmation: left to the last worker still searching" in outs[0], outs[0][-3000:]
+    assert "╭─ the answer" in outs[1] and "╭─ the answer" not in outs[0]  # the panel (search/reports/answer.py)
+    confirming = {t.user_attrs.get(WORKER_ATTR) for t in trials if t.user_attrs.get(ROLE_ATTR) in ("confirm", "seed_check")}
+    assert len(confirming) <= 1, confirming  # every confirmation trial ran on the worker that confirmed
+    last_search = max(t.number for t in trials if t.user_attrs.get(ROLE_ATTR) is None)
+    assert all(t.number > last_search for t in trials if t.user_attrs.get(ROLE_ATTR) == "confirm")

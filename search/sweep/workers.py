@@ -1,0 +1,89 @@
+"""Several workers on one study: who enqueues the baseline, and who confirms the answer.
+
+Each worker (docs/scale.md) keeps an entry on the study, a study system
+attribute `search.worker_state:<worker>`: `searching` from its start, with a
+beat the heartbeat thread refreshes (search/sweep/recovery.py), then `done`
+when its own trials ended, however they ended.
+
+- **The baseline** is enqueued by the worker that registered first among the
+  live searching ones, so workers started together do not each enqueue it.
+- **The confirmation** (search/sweep/confirm.py) runs once per study, by the
+  last worker to finish searching. Its rounds are enqueued trials, and any
+  worker still searching would take them as its next trial: rounds measured
+  by another worker, out of the interleaved order, counted in that worker's
+  search, while the confirming one ran the others' proposals instead. A
+  worker that ends while another is searching leaves the confirmation to it.
+  Every worker marks itself done before it looks, so the last one to look
+  sees all the others done. Two that look at the same moment both claim it
+  (`search.confirming_worker`); after a pause the last claim written wins.
+
+A worker is live while its process runs (this host) or its beat is younger
+than `hydra.sweeper.stale_after_s` (another host), as for its trials.
+"""
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import optuna
+
+from search.sweep.recovery import worker_alive, worker_id
+
+STATE_PREFIX = "search.worker_state:"
+CONFIRMER_ATTR = "search.confirming_worker"
+CLAIM_SETTLE_S = 2.0  # longer than two workers' claims can land apart once both looked
+
+
+def _entries(study: optuna.Study) -> dict[str, dict[str, Any]]:
+    attrs = study._storage.get_study_system_attrs(study._study_id)
+    return {k[len(STATE_PREFIX):]: v for k, v in attrs.items() if k.startswith(STATE_PREFIX) and isinstance(v, dict)}
+
+
+def mark(study: optuna.Study, state: str) -> None:
+    """This worker's entry: `searching` (its registration time kept) or `done`."""
+    me = worker_id()
+    since = _entries(study).get(me, {}).get("since_unix_s", time.time())
+    study._storage.set_study_system_attr(study._study_id, STATE_PREFIX + me,
+                                         {"state": state, "since_unix_s": since, "beat_unix_s": time.time()})
+
+
+def beat(study: optuna.Study) -> None:
+    """Refresh this worker's beat while it searches (the heartbeat thread)."""
+    entry = _entries(study).get(worker_id())
+    if entry is not None and entry.get("state") == "searching":
+        mark(study, "searching")
+
+
+def _live(worker: str, entry: dict[str, Any], grace_s: float, now: float) -> bool:
+    alive = worker_alive(worker)
+    return alive is True or (alive is None and now - float(entry.get("beat_unix_s", 0.0)) <= grace_s)
+
+
+def others_searching(study: optuna.Study, grace_s: float) -> list[str]:
+    """The other live workers still searching this study."""
+    me, now = worker_id(), time.time()
+    return [w for w, e in _entries(study).items()
+            if w != me and e.get("state") == "searching" and _live(w, e, grace_s, now)]
+
+
+def enqueues_baseline(study: optuna.Study, grace_s: float) -> bool:
+    """Whether this worker enqueues the baseline: it registered first among the live searching workers."""
+    me, now = worker_id(), time.time()
+    entries = _entries(study)
+    mine = entries.get(me, {}).get("since_unix_s", now)
+    return not any(w != me and e.get("state") == "searching" and _live(w, e, grace_s, now)
+                   and (e.get("since_unix_s", now), w) < (mine, me) for w, e in entries.items())
+
+
+def claims_confirmation(study: optuna.Study, grace_s: float, settle_s: float = CLAIM_SETTLE_S) -> bool:
+    """Whether this worker confirms the answer; call after mark(study, "done"). Alone on the study (no
+    other worker beat within the grace period) it does at once; otherwise when none still searches and
+    its claim is the one left after `settle_s`."""
+    if others_searching(study, grace_s):
+        return False
+    me, now = worker_id(), time.time()
+    if not any(w != me and now - float(e.get("beat_unix_s", 0.0)) <= grace_s for w, e in _entries(study).items()):
+        return True
+    study._storage.set_study_system_attr(study._study_id, CONFIRMER_ATTR, {"worker": me, "at_unix_s": now})
+    time.sleep(settle_s)
+    return study._storage.get_study_system_attrs(study._study_id).get(CONFIRMER_ATTR, {}).get("worker") == me

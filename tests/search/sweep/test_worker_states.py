@@ -1,0 +1,92 @@
+"""Workers on one study (search/sweep/workers.py): who enqueues the baseline and who confirms the answer.
+Real Optuna studies; another worker is an entry written as that worker would write it (another host:
+judged by its beat; this host: by its process)."""
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+import optuna
+import pytest
+
+from search.sweep import workers
+from search.sweep.recovery import worker_id
+
+GRACE_S = 120.0
+
+
+@pytest.fixture()
+def study() -> optuna.Study:
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    return optuna.create_study(directions=["maximize", "maximize"])
+
+
+def other(study: optuna.Study, worker: str, state: str, since: float, beat: float) -> None:
+    study._storage.set_study_system_attr(study._study_id, workers.STATE_PREFIX + worker,
+                                         {"state": state, "since_unix_s": since, "beat_unix_s": beat})
+
+
+def test_a_worker_alone_enqueues_the_baseline_and_confirms_without_waiting(study: optuna.Study) -> None:
+    workers.mark(study, "searching")
+    assert workers.enqueues_baseline(study, GRACE_S)
+    workers.mark(study, "done")
+    start = time.monotonic()
+    assert workers.claims_confirmation(study, GRACE_S)
+    assert time.monotonic() - start < workers.CLAIM_SETTLE_S / 2
+
+
+def test_a_worker_still_searching_on_another_host_confirms_later(study: optuna.Study) -> None:
+    now = time.time()
+    other(study, "elsewhere:12:t1", "searching", since=now - 30, beat=now - 5)
+    workers.mark(study, "searching")
+    assert not workers.enqueues_baseline(study, GRACE_S)  # it registered first
+    workers.mark(study, "done")
+    assert workers.others_searching(study, GRACE_S) == ["elsewhere:12:t1"]
+    assert not workers.claims_confirmation(study, GRACE_S)
+
+
+def test_a_silent_or_gone_worker_is_not_waited_for(study: optuna.Study) -> None:
+    now = time.time()
+    other(study, "elsewhere:12:t1", "searching", since=now - 600, beat=now - GRACE_S - 1)  # no beat for too long
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    other(study, f"{socket.gethostname()}:{gone.pid}:t1", "searching", since=now - 60, beat=now)  # this host, exited
+    workers.mark(study, "searching")
+    assert workers.enqueues_baseline(study, GRACE_S)
+    workers.mark(study, "done")
+    assert workers.others_searching(study, GRACE_S) == []
+    assert workers.claims_confirmation(study, GRACE_S, settle_s=0.01)
+
+
+def test_two_workers_ending_together_one_confirms(study: optuna.Study) -> None:
+    now = time.time()
+    other(study, "elsewhere:12:t1", "done", since=now - 60, beat=now)
+    workers.mark(study, "searching")
+    workers.mark(study, "done")
+    assert workers.claims_confirmation(study, GRACE_S, settle_s=0.01)  # the other did not claim: ours stands
+    assert study._storage.get_study_system_attrs(study._study_id)[workers.CONFIRMER_ATTR]["worker"] == worker_id()
+
+    def the_other_claims_too() -> None:
+        time.sleep(0.05)
+        study._storage.set_study_system_attr(study._study_id, workers.CONFIRMER_ATTR,
+                                             {"worker": "elsewhere:12:t1", "at_unix_s": time.time()})
+
+    thread = threading.Thread(target=the_other_claims_too)
+    thread.start()
+    assert not workers.claims_confirmation(study, GRACE_S, settle_s=0.5)  # its claim landed last
+    thread.join()
+
+
+def test_the_beat_refreshes_only_a_searching_entry(study: optuna.Study) -> None:
+    workers.mark(study, "searching")
+    first = workers._entries(study)[worker_id()]
+    time.sleep(0.01)
+    workers.beat(study)
+    second = workers._entries(study)[worker_id()]
+    assert second["beat_unix_s"] > first["beat_unix_s"] and second["since_unix_s"] == first["since_unix_s"]
+    workers.mark(study, "done")
+    workers.beat(study)
+    assert workers._entries(study)[worker_id()]["state"] == "done"
