@@ -76,14 +76,16 @@ def enqueues_baseline(study: optuna.Study, grace_s: float) -> bool:
 
 
 def claims_confirmation(study: optuna.Study, grace_s: float, settle_s: float = CLAIM_SETTLE_S) -> bool:
-    """Whether this worker confirms the answer; call after mark(study, "done"). Alone on the study (no
-    other worker beat within the grace period) it does at once; otherwise when none still searches and
-    its claim is the one left after `settle_s`."""
+    """Whether this worker confirms the answer; call after mark(study, "done"). When none still searches:
+    at once if no other worker was active on the study since this one started (alone, or after an
+    earlier sweep), otherwise if its claim is the one left after `settle_s`."""
     if others_searching(study, grace_s):
         return False
-    me, now = worker_id(), time.time()
-    if not any(w != me and now - float(e.get("beat_unix_s", 0.0)) <= grace_s for w, e in _entries(study).items()):
+    me, entries = worker_id(), _entries(study)
+    since = float(entries.get(me, {}).get("since_unix_s", time.time()))
+    if not any(w != me and float(e.get("beat_unix_s", 0.0)) >= since for w, e in entries.items()):
         return True
+    now = time.time()
     study._storage.set_study_system_attr(study._study_id, CONFIRMER_ATTR, {"worker": me, "at_unix_s": now})
     time.sleep(settle_s)
     return study._storage.get_study_system_attrs(study._study_id).get(CONFIRMER_ATTR, {}).get("worker") == me

@@ -61,10 +61,20 @@ def test_a_silent_or_gone_worker_is_not_waited_for(study: optuna.Study) -> None:
     assert workers.claims_confirmation(study, GRACE_S, settle_s=0.01)
 
 
-def test_two_workers_ending_together_one_confirms(study: optuna.Study) -> None:
+def test_an_earlier_sweeps_worker_is_not_waited_for(study: optuna.Study) -> None:
     now = time.time()
-    other(study, "elsewhere:12:t1", "done", since=now - 60, beat=now)
+    other(study, "elsewhere:12:t1", "done", since=now - 60, beat=now - 1)  # ended before this worker started
     workers.mark(study, "searching")
+    workers.mark(study, "done")
+    start = time.monotonic()
+    assert workers.claims_confirmation(study, GRACE_S)
+    assert time.monotonic() - start < workers.CLAIM_SETTLE_S / 2
+
+
+def test_two_workers_ending_together_one_confirms(study: optuna.Study) -> None:
+    workers.mark(study, "searching")
+    time.sleep(0.01)
+    other(study, "elsewhere:12:t1", "done", since=time.time() - 60, beat=time.time())  # active while this one ran
     workers.mark(study, "done")
     assert workers.claims_confirmation(study, GRACE_S, settle_s=0.01)  # the other did not claim: ours stands
     assert study._storage.get_study_system_attrs(study._study_id)[workers.CONFIRMER_ATTR]["worker"] == worker_id()
