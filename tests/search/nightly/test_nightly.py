@@ -162,7 +162,7 @@ def render(url: str, screenshot: Path, profile: Path) -> str:
 def test_the_trials_of_a_night_compare_side_by_side_in_the_mlflow_ui(nights: Nights, tmp_path: Path,
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     client = nights.client
-    experiment = client.get_experiment_by_name("nightly-custom")
+    experiment = client.get_experiment_by_name("nightly-paced_objective.objective")  # its callable names it
     trials = client.search_runs([experiment.experiment_id], max_results=10, filter_string=(
         "tags.`search.role` = 'trial' and tags.`search.study_name` = 'night-1'"))
     assert len(trials) >= 3
@@ -198,7 +198,7 @@ def test_the_experiment_opens_on_its_training_runs_not_the_genai_view(nights: Ni
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     """MLflow 3.17 opens an experiment in its GenAI view (traces, "Evaluation runs") unless the address asks
     for model training; the experiment is tagged as model training too, for the MLflow versions that read it."""
-    experiment = nights.client.get_experiment_by_name("nightly-custom")
+    experiment = nights.client.get_experiment_by_name("nightly-paced_objective.objective")
     assert experiment.tags[EXPERIMENT_KIND] == MODEL_TRAINING
     monkeypatch.setenv("MLFLOW_TRACKING_URI", nights.server.uri)
     url = experiment_url(experiment.experiment_id)  # the address a sweep prints at its end
