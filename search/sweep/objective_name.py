@@ -5,8 +5,9 @@ series after the objective. `${objective.name}` would name every app of
 `objective=custom` `custom`, so two teams' nightlies of two models in one
 storage would share a series (each night's incumbent taken from the other
 model's night) and a study per date; conf/search/gpu.yaml's study name
-likewise. This resolver gives what a multirun's default study name uses (objectives/objective_config.py `objective_label`):
-the name, or for `name: custom` the `_target_` of its model or its callable.
+likewise. This resolver gives what a multirun's default study name uses
+(objectives/objective_config.py `objective_label`): the name, or for
+`name: custom` the `_target_` of its model or its callable.
 """
 from __future__ import annotations
 
