@@ -51,6 +51,12 @@ class TrialRecord:
     number: int
     params: dict[str, Any]
     run_id: str | None = None
+    # Which writes MLflow has confirmed. The server can stop between two of them (run made, params not);
+    # the next flush goes on from the first one missing instead of skipping it.
+    create_tried: bool = False  # a create whose answer was lost may have made the run: look it up first
+    params_written: bool = False
+    series_written: bool = False
+    outcome_written: bool = False
     ended: bool = False
     outcome: str = "running"
     metrics: dict[str, float] = field(default_factory=dict)
@@ -155,7 +161,12 @@ def close_parent(sweep: Sweep) -> None:
 
 
 def write_record(sweep: Sweep, record: TrialRecord) -> None:
+    """Write what MLflow lacks of one trial's run, each step once: a step done before an outage
+    cut the rest short is not repeated (series points twice) nor skipped (a run without params)."""
+    if record.run_id is None and record.create_tried:
+        record.run_id = _find_trial_run(sweep, record.number)
     if record.run_id is None:
+        record.create_tried = True
         run = sweep.client.create_run(sweep.experiment_id, run_name=f"trial-{record.number}", tags={
             MLFLOW_PARENT_RUN_ID: sweep.parent_run_id,
             MLFLOW_RUN_NAME: f"trial-{record.number}",
@@ -165,11 +176,25 @@ def write_record(sweep: Sweep, record: TrialRecord) -> None:
             "search.outcome": "running",
         })
         record.run_id = run.info.run_id
+    if not record.params_written:
         log_values(sweep.client, record.run_id, params=record.params)
+        record.params_written = True
     if record.ended:
-        log_series(sweep.client, record.run_id, record.series)
-        log_values(sweep.client, record.run_id, metrics=record.metrics, tags={"search.outcome": record.outcome, **record.tags})
+        if not record.series_written:
+            log_series(sweep.client, record.run_id, record.series)
+            record.series_written = True
+        if not record.outcome_written:
+            log_values(sweep.client, record.run_id, metrics=record.metrics,
+                       tags={"search.outcome": record.outcome, **record.tags})
+            record.outcome_written = True
         sweep.client.set_terminated(record.run_id, status=RUN_STATUS.get(record.outcome, "FAILED"))
+
+
+def _find_trial_run(sweep: Sweep, number: int) -> str | None:
+    """The run of this sweep's trial `number`, if a create whose answer never came made it."""
+    runs = sweep.client.search_runs([sweep.experiment_id], f"tags.`{MLFLOW_PARENT_RUN_ID}` = '{sweep.parent_run_id}' "
+                                    f"and tags.`search.trial_number` = '{number}'", max_results=1)
+    return runs[0].info.run_id if runs else None
 
 
 def _attempt(sweep: Sweep, write: Callable[[], None]) -> bool:
