@@ -91,6 +91,7 @@ class Strategy:
     search_for: str = "answer"  # hydra.sweeper.search_for: "front" shows the sampler both metrics throughout
     gp_view: bool = True  # False: the GP sees the study as it is (choices unordered, both metrics): before
     stopped_unknown: bool = True  # False: the GP's view shows a stopped trial as told (infeasible, worst accuracy)
+    start_design: str = "one_knob_at_a_time"  # hydra.sweeper.start_design; "sampler": its own start-up trials
 
 
 GP = "optuna.samplers.GPSampler"
@@ -103,6 +104,7 @@ STRATEGIES: dict[str, Strategy] = {
     "stopped = probe throughput + worst accuracy, feasible": Strategy(stopped="worst"),
     "stopped = probe throughput + worst accuracy, infeasible": Strategy(stopped="infeasible"),
     "default, no early stopping": Strategy(early_stopping=False),
+    "start design = sampler (the GP's random start-up)": Strategy(start_design="sampler"),
     "search_for=front (choices in order, two metrics throughout)": Strategy(search_for="front"),
     "before: GP sees choices unordered, two metrics": Strategy(gp_view=False),
     "GP shown a stopped trial as told (infeasible, worst accuracy)": Strategy(stopped_unknown=False),
@@ -335,6 +337,7 @@ def replay(table: Table, name: str, seed: int, floor: float, target: float, min_
     from search.sweep.roles import enqueue
     from search.sweep.rule_sampler import RuleAwareSampler
     from search.sweep.space import build_space
+    from search.sweep.start_design import OWN_DESIGN, enqueue_start, one_knob_at_a_time
     from search.sweep.study import METRIC_NAMES_ATTR, make_sampler
 
     dists = build_space(table.space, []).distributions
@@ -357,6 +360,9 @@ def replay(table: Table, name: str, seed: int, floor: float, target: float, min_
     rng = random.Random(seed)
     constraints = parse_constraints([f"val_accuracy >= {floor}"] if strategy.floor_as_constraint else [])
     enqueue(study, baseline, "baseline")  # as the sweep does: its accuracy sets the floor (search/sweep/gp_view.py)
+    if strategy.start_design == "one_knob_at_a_time" and strategy.search_for == "answer" \
+            and not isinstance(base, OWN_DESIGN):
+        enqueue_start(study, one_knob_at_a_time(baseline, dists, _Broken.wrap(forbids), random.Random(seed)))
     first = True
     while not done():
         trial = ask_unseen(study, dists, rng, _Broken.wrap(forbids))

@@ -35,9 +35,8 @@ from hydra.utils import instantiate
 from optuna.trial import TrialState
 
 from search.errors import BadInput
-from search.sweep.no_repeat import REPLACES_ATTR
 from search.sweep.outcome import is_feasible
-from search.sweep.roles import SEED_ATTR
+from search.sweep.roles import SEED_ATTR, enqueued_as_asked
 from search.sweep.space import to_override
 
 THROUGHPUT = "throughput_samples_per_s"
@@ -161,11 +160,10 @@ def trial_overrides(study: optuna.Study, trial: optuna.Trial, mode: str, margin:
     A trial enqueued on purpose (a retry, the nightly incumbent's repeats, a
     warm start) runs to the end: a re-measurement that got slower is exactly
     what must be measured, not stopped. A configuration drawn to replace a
-    repeat (search/sweep/no_repeat.py) is an ordinary proposal. `floor`: the
+    repeat or one of the start design (search/sweep/roles.py) is a proposal. `floor`: the
     answer's accuracy floor when the sweep searches for the answer and knows it
     (the answer's bar then), else None (the front's)."""
-    enqueued = "fixed_params" in study._storage.get_trial_system_attrs(trial._trial_id)
-    if enqueued and REPLACES_ATTR not in trial.user_attrs:
+    if enqueued_as_asked(study, trial):
         return []
     if mode == "staged":
         bar = probe_bar(study.get_trials(deepcopy=False), margin, startup_trials, floor)

@@ -6,6 +6,10 @@
 - `search.seed`: a trial that trains at another `train.seed` than the study's (its accuracy
   is compared only with trials at that seed).
 - `search.extra_overrides`: overrides a trial runs with on top of its parameters.
+
+Trials enqueued in the sampler's place (`search.replaces`: an unseen configuration instead of a
+repeat, search/sweep/no_repeat.py; `search.start_design`: the first proposals,
+search/sweep/start_design.py) carry no role: they are measured as proposals are.
 """
 from __future__ import annotations
 
@@ -14,6 +18,9 @@ from typing import Any
 import optuna
 from optuna.trial import TrialState
 
+from search.sweep.no_repeat import REPLACES_ATTR
+from search.sweep.start_design import START_ATTR
+
 ROLE_ATTR = "search.trial_role"  # not "search.role": MLflow runs carry that tag (trial | sweep)
 SEED_ATTR = "search.seed"
 EXTRA_OVERRIDES_ATTR = "search.extra_overrides"
@@ -21,6 +28,13 @@ EXTRA_OVERRIDES_ATTR = "search.extra_overrides"
 
 def role(trial: optuna.trial.FrozenTrial | optuna.Trial) -> str | None:
     return trial.user_attrs.get(ROLE_ATTR)
+
+
+def enqueued_as_asked(study: optuna.Study, trial: optuna.Trial) -> bool:
+    """Enqueued to be measured as it was asked for (the baseline, a retry, nightly's repeats, a confirmation
+    round), not in the sampler's place: early stopping and staging leave it alone."""
+    enqueued = "fixed_params" in study._storage.get_trial_system_attrs(trial._trial_id)
+    return enqueued and REPLACES_ATTR not in trial.user_attrs and START_ATTR not in trial.user_attrs
 
 
 def enqueue(study: optuna.Study, params: dict[str, Any], role_name: str, seed: int | None = None,

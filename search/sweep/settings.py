@@ -58,6 +58,8 @@ RULES: dict[str, tuple[str, Check, Any]] = {
                                      _number(lambda v: 0 <= v <= 1), 0.15),
     "hydra.sweeper.confirm_candidates": ("an int >= 1", _int(1), 3),
     "hydra.sweeper.search_for": ("answer or front", lambda v: v in ("answer", "front"), "answer"),
+    "hydra.sweeper.start_design": ("one_knob_at_a_time or sampler",
+                                   lambda v: v in ("one_knob_at_a_time", "sampler"), "one_knob_at_a_time"),
     "hydra.sweeper.nightly.repeats": ("an int >= 2 (the regression test needs two measurements)", _int(2), 5),
     "hydra.sweeper.nightly.warm_start": ("an int >= 0", _int(0), 3),
     "hydra.sweeper.nightly.alpha": ("a number in (0, 1)", _number(lambda v: 0 < v < 1), 0.01),

@@ -25,8 +25,7 @@ from omegaconf import OmegaConf
 from optuna.trial import TrialState
 
 from objectives.knobs import KNOBS
-from search.sweep.no_repeat import REPLACES_ATTR
-from search.sweep.roles import ROLE_ATTR, SEED_ATTR
+from search.sweep.roles import ROLE_ATTR, SEED_ATTR, enqueued_as_asked
 
 # Knob keys that leave the trained model's maths unchanged (each knob module's KNOB.speed_only).
 SPEED_ONLY = frozenset(k for knob in KNOBS for k in knob.speed_only)
@@ -61,8 +60,7 @@ def staged(study: optuna.Study, trial: optuna.Trial, enabled: bool) -> list[str]
     confirmation's rounds are timed), or when nothing with its maths trained yet."""
     if not enabled or SEED_ATTR in trial.user_attrs:
         return []
-    enqueued = "fixed_params" in study._storage.get_trial_system_attrs(trial._trial_id)
-    if enqueued and trial.user_attrs.get(ROLE_ATTR) != "confirm" and REPLACES_ATTR not in trial.user_attrs:
+    if enqueued_as_asked(study, trial) and trial.user_attrs.get(ROLE_ATTR) != "confirm":
         return []  # the baseline, a retry, nightly's repeats: measured as they were asked for, in full
     source = trial.user_attrs.get(ACCURACY_FROM_ATTR)
     if source is None:

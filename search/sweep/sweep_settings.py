@@ -53,6 +53,7 @@ class SweepSettings:
     confirm_budget: float = 0.15
     confirm_candidates: int = 3
     search_for: str = "answer"
+    start_design: str = "one_knob_at_a_time"
     staging: bool = True
 
 

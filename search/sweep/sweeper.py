@@ -34,7 +34,7 @@ from search.reports.progress import SweepProgress
 from search.reports.tables import compare_run_ids, print_front
 from search.sweep import workers
 from search.sweep.answer import ANSWER_ATTR, THROUGHPUT, Answer
-from search.sweep.baseline import baseline_params, enqueue_baseline, fit_baseline
+from search.sweep.baseline import baseline_params, baseline_trials, enqueue_baseline, fit_baseline
 from search.sweep.confirm import confirm, overrides_for
 from search.sweep.early_stopping import describe_mode
 from search.sweep.failure_policy import FailurePolicy
@@ -45,6 +45,7 @@ from search.sweep.recovery import Heartbeat
 from search.sweep.roles import drop_unrun
 from search.sweep.rule_sampler import within_rules
 from search.sweep.staging import staging_applies
+from search.sweep.start_design import OWN_DESIGN, enqueue_start, one_knob_at_a_time
 from search.sweep.study import (check_space_matches, large_study_notice, load_or_create, make_sampler, name_metrics,
                                 storage_location)
 from search.sweep.sweep_settings import sweep_settings
@@ -200,12 +201,28 @@ class SweeperImpl:
                 runs = enqueue_baseline(study, params, self.settings.baseline_repeats, seed)
                 said = f"runs first, {runs} time(s), never stopped early" if runs else "measured already in this study"
             else:
-                said = "enqueued by the first worker of this study"
+                runs, said = 0, "enqueued by the first worker of this study"
             print(f"baseline, your configuration ({shown}): {said}", flush=True)
+            if runs and len(study.trials) == len(baseline_trials(study)):  # a fresh study
+                self._start_design(study, plan, params)
         extra = self.hooks.start(study, plan.storage, plan.space.distributions)
         if (line := gpu_telemetry.notice()) is not None:
             print(line, flush=True)
         return extra
+
+    def _start_design(self, study: optuna.Study, plan: Plan, baseline: dict[str, Any]) -> None:
+        """The first proposals, each knob moved alone from the baseline (search/sweep/start_design.py), for a
+        sampler that learns from them, searching for the answer; random, grid and quasi-random sampling keep
+        their own design, and so does search_for=front (replayed, it started the GP worse for the front)."""
+        if self.settings.start_design != "one_knob_at_a_time" or self.settings.search_for != "answer" \
+                or isinstance(plan.sampler, OWN_DESIGN):
+            return
+        design = one_knob_at_a_time(baseline, plan.space.distributions, plan.space.forbids, self.rng)
+        enqueue_start(study, design)
+        if design:
+            moved = ", ".join(f"{knob}={params[knob]}" for knob, params in design)
+            print(f"start: {len(design)} trial(s), each moving one knob from your configuration ({moved}); "
+                  f"hydra.sweeper.start_design=sampler leaves the start to the sampler", flush=True)
 
     def _run_params(self, plan: Plan, metric_names: list[str]) -> dict[str, Any]:
         """The sweep's MLflow parent run params."""
@@ -220,7 +237,7 @@ class SweeperImpl:
                 "early_stopping_startup_trials": s.early_stopping_startup_trials,
                 "accuracy_tolerance": s.accuracy_tolerance, "baseline_repeats": s.baseline_repeats,
                 "confirm_budget": s.confirm_budget, "confirm_candidates": s.confirm_candidates, "staging": s.staging,
-                "search_for": s.search_for,
+                "search_for": s.search_for, "start_design": s.start_design,
                 **{f"space.{k}": repr(d) for k, d in plan.space.distributions.items()}}
 
     def _report(self, study: optuna.Study, plan: Plan, sweep: tracking.Sweep, metric_names: list[str],

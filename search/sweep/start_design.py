@@ -1,0 +1,83 @@
+"""The sweep's first proposals: each knob moved alone from the user's configuration.
+
+When a study's baseline is first enqueued, it also gets one trial per swept
+knob: the baseline with that knob alone set to the value farthest from the
+baseline's (the other end of a numeric knob's choices or range, in the order
+the GP sees them, and both ends when the baseline's value is in the middle;
+for choices that are not numbers, another one drawn with the sweep's seed),
+knobs in the space's order. A model-based sampler (the
+default GP) then starts from each knob's own effect on throughput and on
+accuracy, measured against the user's configuration, instead of from random
+configurations in which every knob moved at once.
+
+They are proposals in every other way: they count in `n_trials`, early
+stopping stops them like any trial, and one that moved only a speed-only
+knob is timed only (search/sweep/staging.py). A knob whose moved
+configuration breaks one of the space's rules is left to the sampler.
+`hydra.sweeper.start_design=sampler` leaves the start to the sampler (its
+own start-up trials, random for the GP), as do `search_for=front` and
+samplers with a design of their own (OWN_DESIGN). Measured by replay on two grids in
+docs/BENCHMARKS.md (Search efficiency).
+"""
+from __future__ import annotations
+
+import bisect
+import math
+import random
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import optuna
+from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
+
+START_ATTR = "search.start_design"  # on a start trial: the knob it moved
+# Samplers with a design of their own and no model to start: the start design is not theirs to run.
+OWN_DESIGN = (optuna.samplers.RandomSampler, optuna.samplers.GridSampler, optuna.samplers.QMCSampler,
+              optuna.samplers.BruteForceSampler)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _farthest(dist: BaseDistribution, value: Any, rng: random.Random) -> list[Any]:
+    """The values of `dist` farthest from `value` as the GP sees the knob: one end, both ends when the value is
+    in the middle (neither is farther), a random other choice when the choices are not numbers, or none."""
+    if isinstance(dist, CategoricalDistribution):
+        others = [c for c in dist.choices if c != value]
+        if not others:
+            return []
+        if not (all(_is_number(c) for c in dist.choices) and _is_number(value)):
+            return [rng.choice(others)]
+        ranked = sorted(dist.choices)  # shown to the GP as ranks (search/sweep/gp_view.py)
+        below, above = bisect.bisect_left(ranked, value), len(ranked) - bisect.bisect_right(ranked, value)
+        if below == above:
+            return [ranked[0], ranked[-1]]
+        return [ranked[0] if below > above else ranked[-1]]
+    if isinstance(dist, (IntDistribution, FloatDistribution)) and _is_number(value):
+        scale = (lambda v: math.log(v)) if dist.log and value > 0 else (lambda v: v)
+        low, high = abs(scale(dist.low) - scale(value)), abs(scale(dist.high) - scale(value))
+        ends = [dist.low, dist.high] if math.isclose(low, high) else [dist.low if low > high else dist.high]
+        return [end for end in ends if end != value]
+    return []
+
+
+def one_knob_at_a_time(baseline: Mapping[str, Any], distributions: Mapping[str, BaseDistribution],
+                       forbids: Callable[[Mapping[str, Any]], Any] | None,
+                       rng: random.Random) -> list[tuple[str, dict[str, Any]]]:
+    """(knob, configuration) for each move of a knob of the space that stays within its rules."""
+    design = []
+    for name, dist in distributions.items():
+        if name not in baseline:
+            continue
+        for value in _farthest(dist, baseline[name], rng):
+            params = {**baseline, name: value}
+            if forbids is None or forbids(params) is None:
+                design.append((name, params))
+    return design
+
+
+def enqueue_start(study: optuna.Study, design: list[tuple[str, dict[str, Any]]]) -> None:
+    """Enqueue the start design (after the baseline's runs, which are enqueued first)."""
+    for knob, params in design:
+        study.enqueue_trial(params, user_attrs={START_ATTR: knob}, skip_if_exists=False)

@@ -1,0 +1,97 @@
+"""The start design (search/sweep/start_design.py): after the baseline, a fresh study's first trials move
+one knob each from the user's configuration to the far end of its values."""
+from __future__ import annotations
+
+import random
+
+import optuna
+from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
+
+from conftest import run_search
+from search.sweep.roles import enqueue, enqueued_as_asked
+from search.sweep.staging import ACCURACY_FROM_ATTR
+from search.sweep.start_design import START_ATTR, enqueue_start, one_knob_at_a_time
+from sweep_results import load_study
+
+SPACE = {
+    "batch_size": CategoricalDistribution([32, 64, 128, 256]),
+    "precision": CategoricalDistribution(["fp32", "bf16"]),
+    "parallel.devices": CategoricalDistribution([1, 2]),
+    "parallel.threads": CategoricalDistribution([1, 2]),
+    "optim.lr": FloatDistribution(1e-4, 1e-1, log=True),
+    "train.epochs": IntDistribution(1, 10),
+    "loader.pin_memory": CategoricalDistribution([False]),
+}
+BASELINE = {"batch_size": 64, "precision": "fp32", "parallel.devices": 1, "parallel.threads": 1,
+            "optim.lr": 1e-3, "train.epochs": 8, "loader.pin_memory": False}
+
+
+def test_each_knob_moves_alone_to_the_far_end_of_its_values():
+    design = dict(one_knob_at_a_time(BASELINE, SPACE, None, random.Random(0)))
+    assert list(design) == ["batch_size", "precision", "parallel.devices", "parallel.threads", "optim.lr",
+                            "train.epochs"]  # the space's order; a knob with one value cannot move
+    moved = {knob: params[knob] for knob, params in design.items()}
+    # 64 has one choice below and two above: the top end; lr 1e-3 is nearer 1e-4 on a log scale
+    assert moved == {"batch_size": 256, "precision": "bf16", "parallel.devices": 2, "parallel.threads": 2,
+                     "optim.lr": 1e-1, "train.epochs": 1}
+    for knob, params in design.items():
+        assert {k for k in params if params[k] != BASELINE[k]} == {knob}
+
+
+def test_a_knob_whose_move_breaks_a_rule_is_left_to_the_sampler():
+    def forbids(params):  # devices * threads <= 2 cores
+        return "too many threads" if params["parallel.devices"] * params["parallel.threads"] > 2 else None
+
+    on_two = {**BASELINE, "parallel.threads": 2}
+    knobs = [knob for knob, _ in one_knob_at_a_time(on_two, SPACE, forbids, random.Random(0))]
+    assert "parallel.devices" not in knobs and "parallel.threads" in knobs
+
+
+def test_a_baseline_in_the_middle_moves_to_both_ends():
+    space = {"batch_size": CategoricalDistribution([32, 64, 128]), "optim.lr": FloatDistribution(1e-3, 1e-1, log=True)}
+    design = one_knob_at_a_time({"batch_size": 64, "optim.lr": 1e-2}, space, None, random.Random(0))
+    assert [(knob, params[knob]) for knob, params in design] == [
+        ("batch_size", 32), ("batch_size", 128), ("optim.lr", 1e-3), ("optim.lr", 1e-1)]
+
+
+def test_start_trials_are_proposals_the_baseline_is_measured_as_asked():
+    study = optuna.create_study(directions=["maximize", "maximize"])
+    enqueue(study, dict(BASELINE), "baseline")
+    enqueue_start(study, one_knob_at_a_time(BASELINE, SPACE, None, random.Random(0)))
+    baseline, start = study.ask(SPACE), study.ask(SPACE)
+    assert enqueued_as_asked(study, baseline)  # never stopped early, trained in full
+    assert not enqueued_as_asked(study, start)  # early stopping and staging apply
+    assert start.user_attrs[START_ATTR] == "batch_size" and start.params["batch_size"] == 256
+
+
+def test_a_fresh_study_starts_one_knob_at_a_time_and_a_rerun_does_not_again(workdir):
+    args = ["multirun", "hydra.sweeper.params=null", "batch_size=choice(64,128)", "loader.num_workers=choice(0,1)",
+            "precision=choice(fp32,bf16)", "train.budget_samples=1500", "hydra.sweeper.n_trials=4",
+            "hydra.sweeper.baseline_repeats=1", "hydra.sweeper.confirm_budget=0", "hydra.sweeper.seed=0"]
+    result = run_search(*args, cwd=workdir)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert ("start: 3 trial(s), each moving one knob from your configuration (batch_size=128, "
+            "loader.num_workers=1, precision=bf16)") in result.stdout
+    trials = load_study(workdir).get_trials(deepcopy=False)
+    base = trials[0].params
+    assert [t.user_attrs.get(START_ATTR) for t in trials[:4]] == [None, "batch_size", "loader.num_workers",
+                                                                  "precision"]
+    for t in trials[1:4]:
+        assert {k for k in t.params if t.params[k] != base[k]} == {t.user_attrs[START_ATTR]}
+    workers = trials[2]  # a speed-only knob: timed, with the baseline's accuracy
+    assert workers.user_attrs.get(ACCURACY_FROM_ATTR) == 0 or workers.user_attrs.get("outcome") == "stopped_early"
+
+    again = run_search(*args[:-4], "hydra.sweeper.n_trials=1", "hydra.sweeper.baseline_repeats=1",
+                       "hydra.sweeper.confirm_budget=0", "hydra.sweeper.seed=0", cwd=workdir)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "start:" not in again.stdout
+    assert sum(START_ATTR in t.user_attrs for t in load_study(workdir).trials) == 3
+
+
+def test_start_design_sampler_leaves_the_start_to_the_sampler(workdir):
+    result = run_search("multirun", "hydra.sweeper.params=null", "batch_size=choice(64,128)",
+                        "train.budget_samples=1500", "hydra.sweeper.n_trials=2", "hydra.sweeper.baseline_repeats=1",
+                        "hydra.sweeper.confirm_budget=0", "hydra.sweeper.start_design=sampler", cwd=workdir)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "start:" not in result.stdout
+    assert not any(START_ATTR in t.user_attrs for t in load_study(workdir).trials)
