@@ -29,6 +29,7 @@ BAD = {
     "hydra.sweeper.confirm_budget": [1.5],
     "hydra.sweeper.confirm_candidates": [0],
     "hydra.sweeper.search_for": ["pareto", 1],
+    "hydra.sweeper.start_design": ["random", 0],
     "hydra.sweeper.seed": [-1, 1.5, 2**32],
     "hydra.sweeper.slots": [0, "many"],
     "hydra.sweeper.trials_per_gpu": [0],
