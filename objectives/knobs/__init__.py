@@ -34,7 +34,7 @@ from objectives.knobs.knob import Knob
 if TYPE_CHECKING:
     from objectives.config import TrialConfig
 
-__all__ = ["KNOBS", "RUN_ORDER", "Knob", "broken_rules", "check_combinations", "check_hardware"]
+__all__ = ["KNOBS", "RUN_ORDER", "Knob", "broken_rules", "check_combinations", "check_hardware", "unused_keys"]
 
 KNOBS: tuple[Knob, ...] = (
     batch_size.KNOB,
@@ -94,6 +94,11 @@ def broken_rules(cfg: TrialConfig, hw: Hardware | None) -> list[ConfigError]:
             except ConfigError as err:
                 broken.append(err)
     return broken
+
+
+def unused_keys(cfg: TrialConfig) -> set[str]:
+    """The keys this config's other values leave without effect (persistent workers without workers)."""
+    return {key for knob in KNOBS if knob.unused is not None for key in knob.unused(section_of(cfg, knob))}
 
 
 def section_of(cfg: TrialConfig, knob: Knob) -> Any:

@@ -46,6 +46,9 @@ class Knob:
     """(key, value) -> the other values it needs to act at all (2:4 needs a ratio and bf16), for doctor's table."""
     applies: tuple[str, ...] = ()
     """The functions objectives/run.py calls for it, each placed in ``objectives.knobs.RUN_ORDER``."""
+    unused: Callable[[Any], tuple[str, ...]] | None = None
+    """``unused(cfg.<section>)``: its keys that this section's values leave without effect (persistent workers
+    without workers), so a sweep does not spend a trial on moving them (search/sweep/start_design.py)."""
     speed_only: tuple[str, ...] = ()
     """Its keys that change how fast the same training runs, not what it computes (workers, threads, compile):
     a sweep times such a variation without training it again (search/sweep/staging.py). Every other key is

@@ -76,6 +76,11 @@ def apply_loader(loader: LoaderConfig, dataset: Dataset, batch_size: int, sample
     return DataLoader(dataset, batch_size=batch_size, sampler=sampler, drop_last=True, **loader_kwargs(loader))
 
 
+def unused_keys(loader: LoaderConfig) -> tuple[str, ...]:
+    """The keys DataLoader is not given at these values: the workers' own without worker processes."""
+    return ("loader.persistent_workers", "loader.prefetch_factor") if loader.num_workers == 0 else ()
+
+
 def device_augment_skip_reason(loader: LoaderConfig, device_augment: Callable | None) -> str:
     if loader.augment_on_device and device_augment is None:
         return "the workload has no augmentation to move to the device"
@@ -93,5 +98,6 @@ KNOB = Knob(
         "loader.prefetch_factor": ("an int >= 1", lambda v: v >= 1, 2),
     },
     applies=("apply_loader",),
+    unused=unused_keys,
     speed_only=('loader.num_workers', 'loader.pin_memory', 'loader.persistent_workers', 'loader.prefetch_factor'),
 )

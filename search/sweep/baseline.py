@@ -65,7 +65,7 @@ def fit_baseline(space: Space, params: dict[str, Any]) -> tuple[Space, list[str]
         if dist is not None:
             widened[key] = dist
             notes.append(f"the baseline's {key}={value!r} is not in the space: added to it")
-    return Space(widened, space.fixed_overrides, space.forbids), notes
+    return Space(widened, space.fixed_overrides, space.forbids, space.unused), notes
 
 
 def baseline_trials(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:

@@ -74,6 +74,13 @@ class Rules:
         first = next((err for err in broken if isinstance(err, HardwareError)), None) if machine_first else None
         return first or (broken[0] if broken else None)
 
+    def unused(self, params: Mapping[str, Any]) -> set[str]:
+        """Swept keys that ``params`` (with the fixed settings) leave without effect."""
+        from objectives.config import with_values
+        from objectives.knobs import unused_keys
+
+        return unused_keys(with_values(self.base, params)) & self.swept
+
     def open_fields(self, params: Mapping[str, Any]) -> set[str]:
         """Swept keys left out of ``params`` that rules broken at their defaults read."""
         from objectives.config import with_values
@@ -110,7 +117,7 @@ def fit_to_rules(space: Space, base: TrialConfig, hardware: Hardware) -> tuple[S
         distributions[key] = CategoricalDistribution(kept)
         for v, err in dropped.items():
             (unrunnable if isinstance(err, HardwareError) else clashing).append(f"{to_override(key, v)} ({err})")
-    fitted = Space(distributions, space.fixed_overrides, rules.broken)
+    fitted = Space(distributions, space.fixed_overrides, rules.broken, rules.unused)
     notes = []
     if unrunnable:
         notes.append(f"removed from the search space, this machine cannot run them: {'; '.join(unrunnable)}")

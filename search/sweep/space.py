@@ -45,6 +45,10 @@ class Space:
     """``forbids(params)`` -> the rule (a ConfigError) that these swept values break together on this machine,
     else None; set once the space is fitted to the rules (search/sweep/combinations.py)."""
 
+    unused: Callable[[Mapping[str, Any]], set[str]] | None = None
+    """``unused(params)`` -> the swept keys these values leave without effect (persistent workers without
+    workers); set with ``forbids``."""
+
     def broken_rule(self, params: Mapping[str, Any]) -> Any:
         return self.forbids(params) if self.forbids is not None else None
 
@@ -158,7 +162,7 @@ def keep_applied(space: Space, applied: Sequence[str] | None, who: str,
     if not dropped:
         return space, None
     line = (f"not searched: {', '.join(dropped)}: {who} applies only {', '.join(applied)}")
-    return Space(kept, space.fixed_overrides, space.forbids), line
+    return Space(kept, space.fixed_overrides, space.forbids, space.unused), line
 
 
 def _param_lines(params: Mapping[str, Any], prefix: str = "") -> Iterator[str]:

@@ -13,7 +13,9 @@ configurations in which every knob moved at once.
 They are proposals in every other way: they count in `n_trials`, early
 stopping stops them like any trial, and one that moved only a speed-only
 knob is timed only (search/sweep/staging.py). A knob whose moved
-configuration breaks one of the space's rules is left to the sampler.
+configuration breaks one of the space's rules is left to the sampler, and so
+is a knob the baseline leaves without effect (persistent workers when it
+loads without workers).
 `hydra.sweeper.start_design=sampler` leaves the start to the sampler (its
 own start-up trials, random for the GP), as do `search_for=front` and
 samplers with a design of their own (OWN_DESIGN). Measured by replay on two grids in
@@ -64,11 +66,13 @@ def _farthest(dist: BaseDistribution, value: Any, rng: random.Random) -> list[An
 
 def one_knob_at_a_time(baseline: Mapping[str, Any], distributions: Mapping[str, BaseDistribution],
                        forbids: Callable[[Mapping[str, Any]], Any] | None,
-                       rng: random.Random) -> list[tuple[str, dict[str, Any]]]:
-    """(knob, configuration) for each move of a knob of the space that stays within its rules."""
+                       rng: random.Random,
+                       unused: Callable[[Mapping[str, Any]], set[str]] | None = None) -> list[tuple[str, dict[str, Any]]]:
+    """(knob, configuration) for each move of a knob of the space that stays within its rules and has an effect
+    (``unused(params)``: the keys ``params`` leave without one, as persistent workers without workers)."""
     design = []
     for name, dist in distributions.items():
-        if name not in baseline:
+        if name not in baseline or (unused is not None and name in unused(baseline)):
             continue
         for value in _farthest(dist, baseline[name], rng):
             params = {**baseline, name: value}

@@ -217,7 +217,8 @@ class SweeperImpl:
         if self.settings.start_design != "one_knob_at_a_time" or self.settings.search_for != "answer" \
                 or isinstance(plan.sampler, OWN_DESIGN):
             return
-        design = one_knob_at_a_time(baseline, plan.space.distributions, plan.space.forbids, self.rng)
+        design = one_knob_at_a_time(baseline, plan.space.distributions, plan.space.forbids, self.rng,
+                                    plan.space.unused)
         enqueue_start(study, design)
         if design:
             moved = ", ".join(f"{knob}={params[knob]}" for knob, params in design)

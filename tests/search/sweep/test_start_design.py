@@ -8,11 +8,16 @@ import optuna
 from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 
 from conftest import run_search
+from objectives import Hardware
+from objectives.config import parse_values
+from search.sweep.combinations import fit_to_rules
 from search.sweep.roles import enqueue, enqueued_as_asked
+from search.sweep.space import build_space
 from search.sweep.staging import ACCURACY_FROM_ATTR
 from search.sweep.start_design import START_ATTR, enqueue_start, one_knob_at_a_time
 from sweep_results import load_study
 
+TWO_CORES = Hardware(cpu_cores=2, why_no_gpu="none here")
 SPACE = {
     "batch_size": CategoricalDistribution([32, 64, 128, 256]),
     "precision": CategoricalDistribution(["fp32", "bf16"]),
@@ -52,6 +57,22 @@ def test_a_baseline_in_the_middle_moves_to_both_ends():
     design = one_knob_at_a_time({"batch_size": 64, "optim.lr": 1e-2}, space, None, random.Random(0))
     assert [(knob, params[knob]) for knob, params in design] == [
         ("batch_size", 32), ("batch_size", 128), ("optim.lr", 1e-3), ("optim.lr", 1e-1)]
+
+
+def test_a_knob_the_baseline_leaves_without_effect_does_not_move():
+    """Persistent workers mean nothing without workers (DataLoader is not given them): moving them alone from
+    num_workers=0 would time the baseline again; from num_workers=1 it is a move."""
+    space, _ = fit_to_rules(build_space({}, ["loader.num_workers=choice(0,1,2)",
+                                             "loader.persistent_workers=choice(false,true)",
+                                             "batch_size=choice(32,64)"]), parse_values({}), TWO_CORES)
+    base = {"loader.num_workers": 0, "loader.persistent_workers": False, "batch_size": 32}
+    moved = [knob for knob, _ in one_knob_at_a_time(base, space.distributions, space.forbids, random.Random(0),
+                                                    space.unused)]
+    assert moved == ["loader.num_workers", "batch_size"]
+    with_workers = {**base, "loader.num_workers": 1}
+    moved = [knob for knob, _ in one_knob_at_a_time(with_workers, space.distributions, space.forbids,
+                                                    random.Random(0), space.unused)]
+    assert moved == ["loader.num_workers", "loader.num_workers", "loader.persistent_workers", "batch_size"]
 
 
 def test_start_trials_are_proposals_the_baseline_is_measured_as_asked():
