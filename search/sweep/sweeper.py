@@ -95,11 +95,15 @@ class SweeperImpl:
             exit_bad_input(err)
         metric_names = plan.metrics or [f"value_{i}" for i in range(len(plan.directions))]
         extra = self._open(study, plan, resumed, metric_names)
-        sweep = tracking.start_sweep(self.settings.experiment_name or plan.study_name, plan.study_name,
-                                     params=self._run_params(plan, metric_names),
-                                     tags={"search.storage": storage_location(self.settings.storage),
-                                           **fingerprint.as_tags(self.machine), **self.hooks.run_tags()},
-                                     sweep_dir=self.sweep_dir)
+        try:
+            sweep = tracking.start_sweep(self.settings.experiment_name or plan.study_name, plan.study_name,
+                                         params=self._run_params(plan, metric_names),
+                                         tags={"search.storage": storage_location(self.settings.storage),
+                                               **fingerprint.as_tags(self.machine), **self.hooks.run_tags()},
+                                         sweep_dir=self.sweep_dir)
+        except Exception:  # MLflow went away since it was checked: the study keeps its enqueued trials for a re-run
+            workers.mark(study, "done")  # and no other worker waits on this one to finish searching
+            raise
         run: SweepRun | None = None
         status = "FAILED"
         answer: Answer | None = None

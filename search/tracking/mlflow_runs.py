@@ -100,7 +100,14 @@ def start_sweep(experiment_name: str, study_name: str, params: Mapping[str, Any]
               **{k: redact(str(v)) for k, v in tags.items()}},
     )
     sweep = Sweep(client, experiment_id, run.info.run_id, study_name)
-    log_values(sweep.client, run.info.run_id, params=params)
+    try:
+        log_values(sweep.client, run.info.run_id, params=params)
+    except Exception:  # MLflow went away between the two calls: no parent run without its params is left
+        try:
+            client.delete_run(run.info.run_id)
+        except Exception:
+            pass  # still away: the run stays RUNNING, without params, until someone deletes it
+        raise
     return sweep
 
 

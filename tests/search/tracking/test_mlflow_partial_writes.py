@@ -106,3 +106,28 @@ def test_an_older_unlogged_file_without_the_write_flags_still_loads(sweep: track
     tracking.flush(loaded)
     [run] = trial_runs(loaded)
     assert run.info.status == "FINISHED" and run.data.params == {"batch_size": "64"}
+
+
+def test_a_sweep_run_whose_params_are_refused_is_not_left_behind(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """The sweep's parent run is made, then MLflow refuses its params: the start fails, and no RUNNING parent
+    run without params stays in the experiment (a re-run makes a whole one)."""
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+
+    class RefusesParams(FlakyClient):
+        def __init__(self, *args) -> None:
+            super().__init__(uri)
+            self.fail_next["log_batch"] = False
+
+    monkeypatch.setattr(tracking, "MlflowClient", RefusesParams)
+    with pytest.raises(Outage):
+        tracking.start_sweep("digits", "digits", {"n_trials": 2}, {})
+    monkeypatch.undo()
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    client = MlflowClient(uri)
+    [experiment] = [e for e in client.search_experiments() if e.name == "digits"]
+    assert client.search_runs([experiment.experiment_id]) == []
+    sweep = tracking.start_sweep("digits", "digits", {"n_trials": 2}, {})
+    [run] = client.search_runs([experiment.experiment_id])
+    assert run.info.run_id == sweep.parent_run_id and run.data.params == {"n_trials": "2"}
