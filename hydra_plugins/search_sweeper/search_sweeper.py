@@ -114,8 +114,8 @@ class SearchSweeperConf:
     # (search/sweep/gp_view.py); front: it searches the whole (throughput, accuracy) front.
     search_for: str = "answer"
     # one_knob_at_a_time: after the baseline, a fresh study's first trials move one knob each from it to the far
-    # end of its values, so the sampler starts from each knob's own effect (search/sweep/start_design.py);
-    # sampler: the sampler's own start-up trials (random, for the GP).
+    # end of its values, so the GP starts from each knob's own effect (search/sweep/start_design.py; other
+    # samplers keep their own start); sampler: the sampler's own start-up trials (random, for the GP).
     start_design: str = "one_knob_at_a_time"
     # A configuration whose maths (every swept knob but the speed-only ones) trained already runs throughput-only
     # and carries that accuracy (search/sweep/staging.py). false: every trial trains its whole budget.

@@ -91,7 +91,8 @@ class Strategy:
     search_for: str = "answer"  # hydra.sweeper.search_for: "front" shows the sampler both metrics throughout
     gp_view: bool = True  # False: the GP sees the study as it is (choices unordered, both metrics): before
     stopped_unknown: bool = True  # False: the GP's view shows a stopped trial as told (infeasible, worst accuracy)
-    start_design: str = "one_knob_at_a_time"  # hydra.sweeper.start_design; "sampler": its own start-up trials
+    start_design: str = "one_knob_at_a_time"  # hydra.sweeper.start_design; "sampler": its own start-up trials;
+    # "any sampler": the start design whatever the sampler (the sweep runs it for the GP only)
 
 
 GP = "optuna.samplers.GPSampler"
@@ -115,6 +116,9 @@ STRATEGIES: dict[str, Strategy] = {
                                              "deterministic_objective": True}),
     "tpe multivariate, 5 startup (our tpe)": Strategy({"_target_": "optuna.samplers.TPESampler",
                                                        "multivariate": True, "n_startup_trials": 5}),
+    "tpe multivariate, after the start design (the GP's; not the default for TPE)": Strategy(
+        {"_target_": "optuna.samplers.TPESampler", "multivariate": True, "n_startup_trials": 5},
+        start_design="any sampler"),
 }
 QUICK_STRATEGIES = ["default", "random", "hydra grid order"]
 
@@ -337,7 +341,7 @@ def replay(table: Table, name: str, seed: int, floor: float, target: float, min_
     from search.sweep.roles import enqueue
     from search.sweep.rule_sampler import RuleAwareSampler
     from search.sweep.space import build_space
-    from search.sweep.start_design import OWN_DESIGN, enqueue_start, one_knob_at_a_time
+    from search.sweep.start_design import STARTS_FROM_DESIGN, enqueue_start, one_knob_at_a_time
     from search.sweep.study import METRIC_NAMES_ATTR, make_sampler
 
     dists = build_space(table.space, []).distributions
@@ -360,8 +364,8 @@ def replay(table: Table, name: str, seed: int, floor: float, target: float, min_
     rng = random.Random(seed)
     constraints = parse_constraints([f"val_accuracy >= {floor}"] if strategy.floor_as_constraint else [])
     enqueue(study, baseline, "baseline")  # as the sweep does: its accuracy sets the floor (search/sweep/gp_view.py)
-    if strategy.start_design == "one_knob_at_a_time" and strategy.search_for == "answer" \
-            and not isinstance(base, OWN_DESIGN):
+    if strategy.start_design == "any sampler" or strategy.start_design == "one_knob_at_a_time" \
+            and strategy.search_for == "answer" and isinstance(base, STARTS_FROM_DESIGN):
         enqueue_start(study, one_knob_at_a_time(baseline, dists, _Broken.wrap(forbids), random.Random(seed)))
     first = True
     while not done():

@@ -45,7 +45,7 @@ from search.sweep.recovery import Heartbeat
 from search.sweep.roles import drop_unrun
 from search.sweep.rule_sampler import within_rules
 from search.sweep.staging import staging_applies
-from search.sweep.start_design import OWN_DESIGN, enqueue_start, one_knob_at_a_time
+from search.sweep.start_design import STARTS_FROM_DESIGN, enqueue_start, one_knob_at_a_time
 from search.sweep.study import (check_space_matches, large_study_notice, load_or_create, make_sampler, name_metrics,
                                 storage_location)
 from search.sweep.sweep_settings import sweep_settings
@@ -214,12 +214,16 @@ class SweeperImpl:
             print(line, flush=True)
         return extra
 
+    def _starts_from_design(self, plan: Plan) -> bool:
+        """The first proposals are the start design (search/sweep/start_design.py): for the GP, searching for
+        the answer; every other sampler keeps its own start, and so does search_for=front (replayed, the
+        design started the GP worse for the front, and TPE worse than its own random start)."""
+        return self.settings.start_design == "one_knob_at_a_time" and self.settings.search_for == "answer" \
+            and isinstance(plan.sampler, STARTS_FROM_DESIGN)
+
     def _start_design(self, study: optuna.Study, plan: Plan, baseline: dict[str, Any]) -> None:
-        """The first proposals, each knob moved alone from the baseline (search/sweep/start_design.py), for a
-        sampler that learns from them, searching for the answer; random, grid and quasi-random sampling keep
-        their own design, and so does search_for=front (replayed, it started the GP worse for the front)."""
-        if self.settings.start_design != "one_knob_at_a_time" or self.settings.search_for != "answer" \
-                or isinstance(plan.sampler, OWN_DESIGN):
+        """The first proposals, each knob moved alone from the baseline."""
+        if not self._starts_from_design(plan):
             return
         design = one_knob_at_a_time(baseline, plan.space.distributions, plan.space.forbids, self.rng,
                                     plan.space.unused)
@@ -242,7 +246,8 @@ class SweeperImpl:
                 "early_stopping_startup_trials": s.early_stopping_startup_trials,
                 "accuracy_tolerance": s.accuracy_tolerance, "baseline_repeats": s.baseline_repeats,
                 "confirm_budget": s.confirm_budget, "confirm_candidates": s.confirm_candidates, "staging": s.staging,
-                "search_for": s.search_for, "start_design": s.start_design,
+                "search_for": s.search_for,
+                "start_design": "one_knob_at_a_time" if self._starts_from_design(plan) else "sampler",  # as run
                 **{f"space.{k}": repr(d) for k, d in plan.space.distributions.items()}}
 
     def _report(self, study: optuna.Study, plan: Plan, sweep: tracking.Sweep, metric_names: list[str],

@@ -5,6 +5,8 @@ from __future__ import annotations
 import random
 
 import optuna
+import pytest
+from mlflow.tracking import MlflowClient
 from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 
 from conftest import run_search
@@ -109,10 +111,17 @@ def test_a_fresh_study_starts_one_knob_at_a_time_and_a_rerun_does_not_again(work
     assert sum(START_ATTR in t.user_attrs for t in load_study(workdir).trials) == 3
 
 
-def test_start_design_sampler_leaves_the_start_to_the_sampler(workdir):
+@pytest.mark.parametrize("start", [["hydra.sweeper.start_design=sampler"],
+                                   ["hydra/sweeper/sampler=tpe"]],  # replayed, TPE did better from its own start
+                         ids=["start_design=sampler", "tpe"])
+def test_the_sampler_keeps_its_own_start(workdir, start):
     result = run_search("multirun", "hydra.sweeper.params=null", "batch_size=choice(64,128)",
                         "train.budget_samples=1500", "hydra.sweeper.n_trials=2", "hydra.sweeper.baseline_repeats=1",
-                        "hydra.sweeper.confirm_budget=0", "hydra.sweeper.start_design=sampler", cwd=workdir)
+                        "hydra.sweeper.confirm_budget=0", *start, cwd=workdir)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "start:" not in result.stdout
     assert not any(START_ATTR in t.user_attrs for t in load_study(workdir).trials)
+    client = MlflowClient(f"sqlite:///{workdir}/mlflow.db")
+    [sweep_run] = client.search_runs([e.experiment_id for e in client.search_experiments()],
+                                     "tags.`search.role` = 'sweep'")
+    assert sweep_run.data.params["start_design"] == "sampler"  # the start as run
