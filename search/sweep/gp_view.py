@@ -151,6 +151,12 @@ class _View:
         return shown
 
 
+def asks_for_answer(metric_names: Sequence[str] | None, directions: Sequence[str]) -> bool:
+    """The sweep maximises throughput and val_accuracy: the metrics the answer's question reads."""
+    maximised = {m for m, d in zip(metric_names or [], directions) if d == "maximize"}
+    return {THROUGHPUT, ACCURACY} <= maximised
+
+
 def gp_view(sampler: BaseSampler, search_for: str, metric_names: Sequence[str] | None, directions: Sequence[str],
             tolerance: float, stopped_unknown: bool = True) -> BaseSampler:
     """A GPSampler shown the study through GPView (the answer's question when `search_for=answer` and the
@@ -158,7 +164,6 @@ def gp_view(sampler: BaseSampler, search_for: str, metric_names: Sequence[str] |
     if not isinstance(sampler, optuna.samplers.GPSampler):
         return sampler
     names = list(metric_names or [])
-    maximised = {m for m, d in zip(names, directions) if d == "maximize"}
-    answer = search_for == "answer" and {THROUGHPUT, ACCURACY} <= maximised
+    answer = search_for == "answer" and asks_for_answer(names, directions)
     return GPView(sampler, (lambda study: accuracy_floor(study, tolerance)) if answer else None, names,
                   stopped_unknown)

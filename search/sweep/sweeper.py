@@ -38,7 +38,7 @@ from search.sweep.baseline import baseline_params, baseline_trials, enqueue_base
 from search.sweep.confirm import confirm, overrides_for
 from search.sweep.early_stopping import describe_mode
 from search.sweep.failure_policy import FailurePolicy
-from search.sweep.gp_view import gp_view
+from search.sweep.gp_view import asks_for_answer, gp_view
 from search.sweep.jobs import Jobs
 from search.sweep.planning import Plan, plan_sweep
 from search.sweep.recovery import Heartbeat
@@ -86,6 +86,8 @@ class SweeperImpl:
             plan = plan_sweep(self.settings, self.jobs, self.hooks, self.sweep_dir, arguments)
             self._sampler_imports_torch = isinstance(plan.sampler, optuna.samplers.GPSampler)
             self.baseline = self._baseline(plan)
+            plan.for_answer = self.baseline is not None and self.settings.search_for == "answer" \
+                and asks_for_answer(plan.metrics, plan.directions)  # the one place that decides it
             mlflow_client.check_reachable()
             study, resumed = load_or_create(plan.study_name, plan.storage, plan.directions,
                                             within_rules(self._directed(plan), plan.space.forbids,
@@ -148,8 +150,8 @@ class SweeperImpl:
 
     def _directed(self, plan: Plan) -> optuna.samplers.BaseSampler:
         """The sampler as search/sweep/gp_view.py shows it the study: searching for the answer once the
-        baseline's accuracy is known (hydra.sweeper.search_for); without a baseline, for the front."""
-        return gp_view(plan.sampler, self.settings.search_for if self.baseline is not None else "front",
+        baseline's accuracy is known (plan.for_answer); otherwise for the front."""
+        return gp_view(plan.sampler, "answer" if plan.for_answer else "front",
                        plan.metrics, plan.directions, self.settings.accuracy_tolerance)
 
     def _confirm_once(self, run: SweepRun, plan: Plan) -> Answer | None:
@@ -190,7 +192,7 @@ class SweeperImpl:
         if (line := large_study_notice(plan.sampler, len(study.trials) + self.settings.n_trials)) is not None:
             print(line, flush=True)
         print(describe_mode(plan.early_stopping, plan.pruner, self.settings.early_stopping_margin,
-                            self.baseline is not None and self.settings.search_for == "answer"), flush=True)
+                            plan.for_answer), flush=True)
         recover(study, self.settings)
         for line in mlflow_repair.repair(self.settings.experiment_name or plan.study_name, study):
             print(line, flush=True)  # an MLflow outage outlasted an earlier sweep
@@ -218,7 +220,7 @@ class SweeperImpl:
         """The first proposals are the start design (search/sweep/start_design.py): for the GP, searching for
         the answer; every other sampler keeps its own start, and so does search_for=front (replayed, the
         design started the GP worse for the front, and TPE worse than its own random start)."""
-        return self.settings.start_design == "one_knob_at_a_time" and self.settings.search_for == "answer" \
+        return self.settings.start_design == "one_knob_at_a_time" and plan.for_answer \
             and isinstance(plan.sampler, STARTS_FROM_DESIGN)
 
     def _start_design(self, study: optuna.Study, plan: Plan, baseline: dict[str, Any]) -> None:

@@ -108,7 +108,7 @@ def propose(run: SweepRun) -> slots.Launch:
     trial = ask_unseen(study, plan.space.distributions, run.rng, plan.space.forbids)
     throughput_only = staged(study, trial, run.staging)
     floor = accuracy_floor(study, settings.accuracy_tolerance) \
-        if settings.search_for == "answer" and plan.early_stopping == "staged" and not throughput_only else None
+        if plan.for_answer and plan.early_stopping == "staged" and not throughput_only else None
     lines = (plan.space.fixed_overrides + [to_override(k, trial.params[k]) for k in plan.space.distributions]
              + list(trial.user_attrs.get(EXTRA_OVERRIDES_ATTR, [])) + throughput_only
              + ([] if throughput_only else trial_overrides(study, trial, plan.early_stopping,
