@@ -11,7 +11,8 @@ e.g. the fastest with `val_accuracy >= 0.97`:
 A configuration's figures are medians over its trials (search/reports/choose.py).
 The file's `overrides` reproduce it: `python -m search run --from best-<study>.yaml`
 (the command is printed, and the same with the overrides spelt out), or any
-Hydra app with the same config keys. They are the overrides the sweep
+Hydra app with the same config keys; for a study of the user's own Hydra app,
+that app (as the sweep was started) with the overrides spelt out. They are the overrides the sweep
 launched the trial with, which name the objective and, for a file-based one,
 the config search path it was found on (search/sweep/planning.py); the
 sweep's own settings (`hydra.*` but the search path) and its per-trial
@@ -35,7 +36,7 @@ from search.sweep.constraints import parse_constraints
 from search.sweep.answer import ANSWER_ATTR, Answer
 from search.sweep.roles import SEED_ATTR
 from search.sweep.space import to_override
-from search.sweep.study import study_metrics
+from search.sweep.study import APP_ATTR, OUR_APP, study_metrics
 
 OVERRIDES = "overrides"  # trial attribute: the Hydra overrides the sweeper launched the trial with
 # What the sweep tells one trial, not part of its configuration (search/sweep/early_stopping.py, trial_loop.py).
@@ -135,12 +136,19 @@ def main(argv: list[str]) -> int:
     except BadInput as err:
         exit_bad_input(err)
     out = args.out or Path(f"best-{study.study_name}.yaml")
-    header = (f"# Written by `python -m search export`. Reproduce: python -m search run --from {shlex.quote(str(out))}"
-              f"\n# (or python -m search run <the overrides below>)\n")
+    app = study.user_attrs.get(APP_ATTR, OUR_APP)  # studies written before it was recorded ran ours
+    spelt_out = f"{app} " + " ".join(shlex.quote(o) for o in chosen["overrides"])
+    if app == OUR_APP:
+        header = (f"# Written by `python -m search export`. Reproduce: {OUR_APP} --from {shlex.quote(str(out))}"
+                  f"\n# (or {OUR_APP} <the overrides below>)\n")
+        lines = [f"{OUR_APP} --from {shlex.quote(str(out))}", spelt_out]
+    else:  # the user's own app: Hydra takes the overrides, not --from
+        header = f"# Written by `python -m search export`. Reproduce: {app} <the overrides below>\n"
+        lines = [spelt_out]
     out.write_text(header + yaml.safe_dump(chosen, sort_keys=False))
     print(f"exported {chosen['rule']}: trials {chosen['trials']} to {out}")
-    print(f"python -m search run --from {shlex.quote(str(out))}")
-    print("python -m search run " + " ".join(shlex.quote(o) for o in chosen["overrides"]))
+    for line in lines:
+        print(line)
     return 0
 
 

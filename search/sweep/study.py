@@ -30,6 +30,19 @@ _DIRECTIONS = ("maximize", "minimize")
 # Study attribute: the names of the metrics the study's values are (hydra.sweeper.metrics). The stored name
 # predates that setting's name and stays, so that studies written before still read.
 METRIC_NAMES_ATTR = "search.objectives"
+# Study attribute: the command that runs one of its configurations, given its overrides (`python -m search export`).
+APP_ATTR = "search.app_command"
+OUR_APP = "python -m search run"
+
+
+def app_command(runs_our_trials: bool) -> str:
+    """This package's trial app, or the user's own Hydra app as this process was started (`python app.py`)."""
+    if runs_our_trials:
+        return OUR_APP
+    import shlex
+    import sys
+
+    return f"python {shlex.quote(sys.argv[0])}" if sys.argv and sys.argv[0] else "python <your Hydra app>"
 
 
 def study_metrics(study: optuna.Study) -> list[str]:

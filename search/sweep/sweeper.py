@@ -46,8 +46,8 @@ from search.sweep.roles import drop_unrun
 from search.sweep.rule_sampler import within_rules
 from search.sweep.staging import staging_applies
 from search.sweep.start_design import STARTS_FROM_DESIGN, enqueue_start, one_knob_at_a_time
-from search.sweep.study import (check_space_matches, large_study_notice, load_or_create, make_sampler, name_metrics,
-                                storage_location)
+from search.sweep.study import (APP_ATTR, app_command, check_space_matches, large_study_notice, load_or_create,
+                                make_sampler, name_metrics, storage_location)
 from search.sweep.sweep_settings import sweep_settings
 from search.sweep.trial_loop import SweepRun, recover, run_enqueued, run_trials
 from search.tracking import mlflow_client, mlflow_repair
@@ -284,6 +284,7 @@ class SweeperImpl:
                   f"{'; '.join(changes)}; its throughput figures are not comparable", flush=True)
         for key, value in fingerprint.as_tags(self.machine).items():
             study.set_user_attr(key, value)
+        study.set_user_attr(APP_ATTR, app_command(self.jobs.runs_our_trials()))  # export's "reproduce" line
 
     def _wait_for_forkserver(self) -> None:
         if self._warming is not None:

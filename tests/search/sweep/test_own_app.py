@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import os
+import shlex
 import subprocess
 import sys
 import textwrap
@@ -125,3 +126,19 @@ def test_a_task_returning_a_dict_must_name_its_metrics(workdir: Path) -> None:
     named = sweep(workdir, "hydra.sweeper.metrics=[loss]", "hydra.sweeper.study_name=named")
     assert named.returncode == 0, named.stdout[-3000:] + named.stderr[-3000:]
     assert all(t.user_attrs["metrics"] == {"loss": t.value} for t in load_study(workdir, "named").trials)
+
+
+def test_export_of_an_own_app_study_reproduces_it_with_that_app(workdir: Path) -> None:
+    """`export` prints the user's app with the overrides, not this package's `python -m search run`."""
+    write_app(workdir, OLD_PLUGIN_CONFIG.replace("n_trials: 3", "n_trials: 2"))
+    result = sweep(workdir)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    exported = subprocess.run([sys.executable, "-m", "search", "export", "--out", "best.yaml"], cwd=workdir,
+                              env=env, text=True, capture_output=True, timeout=120)
+    assert exported.returncode == 0, exported.stdout[-3000:] + exported.stderr[-3000:]
+    [command] = [line for line in exported.stdout.splitlines() if line.startswith("python ")]
+    assert command.startswith("python app.py x=") and "search run" not in exported.stdout
+    assert "Reproduce: python app.py <the overrides below>" in (workdir / "best.yaml").read_text()
+    rerun = subprocess.run(shlex.split(command), cwd=workdir, env=env, text=True, capture_output=True, timeout=120)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]  # the app takes the overrides as they are
