@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import logging
 import math
 import os
 import time
@@ -114,13 +115,28 @@ def _first_contact_lock(uri: str) -> Iterator[None]:
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
+@contextmanager
+def _quiet_schema_setup() -> Iterator[None]:
+    """MLflow's INFO lines while it makes a new database's tables ("Creating initial MLflow database
+    tables...", alembic's "Updating database tables") would be the first lines of a first sweep: kept out."""
+    loggers = [logging.getLogger(name) for name in ("mlflow.store.db.utils", "alembic")]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(max(logger.getEffectiveLevel(), logging.WARNING))
+    try:
+        yield
+    finally:
+        for logger, level in zip(loggers, levels):
+            logger.setLevel(level)
+
+
 def check_reachable() -> None:
     """Fail before anything is created when the tracking server cannot be used."""
     from search.errors import BadInput
 
     uri = mlflow.get_tracking_uri()
     try:
-        with _first_contact_lock(uri):
+        with _first_contact_lock(uri), _quiet_schema_setup():
             MlflowClient(uri).search_experiments(max_results=1)
     except Exception as err:  # refused connection, bad scheme, unwritable database
         reason = " ".join(str(err).split())[:200]
