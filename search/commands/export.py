@@ -11,10 +11,10 @@ e.g. the fastest with `val_accuracy >= 0.97`:
 A configuration's figures are medians over its trials (search/reports/choose.py).
 The file's `overrides` reproduce it: `python -m search run --from best-<study>.yaml`
 (the command is printed, and the same with the overrides spelt out), or any
-Hydra app with the same config keys; for a study of the user's own Hydra app,
-that app (as the sweep was started) with the overrides spelt out. They are the overrides the sweep
-launched the trial with, which name the objective and, for a file-based one,
-the config search path it was found on (search/sweep/planning.py); the
+Hydra app with the same config keys (for a study of the user's own Hydra app,
+that app as the sweep was started, with the overrides spelt out). They are
+the overrides the sweep launched the trial with, which name the objective
+and, for a file-based one, the config search path it was found on (search/sweep/planning.py); the
 sweep's own settings (`hydra.*` but the search path) and its per-trial
 instructions (early stopping, device slots) are left out.
 """

@@ -52,7 +52,7 @@ class Plan:
     pruner: Any = None
     slots: list[device_slots.Slot] | None = None  # None: another launcher, batches of n_jobs
     confirm_metrics: list[str] | None = None  # names the first ok trial must report (search/sweep/metric_names.py)
-    for_answer: bool = False  # searching for the answer (docs/answer.md); decided once, by the sweeper, with the baseline
+    for_answer: bool = False  # searching for the answer (docs/answer.md): set once, by the sweeper, with the baseline
 
 
 def plan_sweep(settings: SweepSettings, jobs: Jobs, hooks: SweepHooks, sweep_dir: Path, arguments: list[str]) -> Plan:

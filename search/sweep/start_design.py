@@ -69,8 +69,8 @@ def _farthest(dist: BaseDistribution, value: Any, rng: random.Random) -> list[An
 
 def one_knob_at_a_time(baseline: Mapping[str, Any], distributions: Mapping[str, BaseDistribution],
                        forbids: Callable[[Mapping[str, Any]], Any] | None,
-                       rng: random.Random,
-                       unused: Callable[[Mapping[str, Any]], set[str]] | None = None) -> list[tuple[str, dict[str, Any]]]:
+                       rng: random.Random, unused: Callable[[Mapping[str, Any]], set[str]] | None = None
+                       ) -> list[tuple[str, dict[str, Any]]]:
     """(knob, configuration) for each move of a knob of the space that stays within its rules and has an effect
     (``unused(params)``: the keys ``params`` leave without one, as persistent workers without workers)."""
     design = []
