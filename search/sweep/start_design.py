@@ -13,7 +13,8 @@ knob moved at once.
 They are proposals in every other way: they count in `n_trials`, early
 stopping stops them like any trial, and one that moved only a speed-only
 knob is timed only (search/sweep/staging.py). A knob whose moved
-configuration breaks one of the space's rules is left to the sampler, and so
+configuration breaks one of the space's rules (for choices that are not
+numbers: that none of the others can take) is left to the sampler, and so
 is a knob the baseline leaves without effect (persistent workers when it
 loads without workers).
 `hydra.sweeper.start_design=sampler` leaves the start to the sampler (its
@@ -45,15 +46,18 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def _farthest(dist: BaseDistribution, value: Any, rng: random.Random) -> list[Any]:
+def _farthest(dist: BaseDistribution, value: Any, rng: random.Random,
+              allowed: Callable[[Any], bool] = lambda v: True) -> list[Any]:
     """The values of `dist` farthest from `value` as the GP sees the knob: one end, both ends when the value is
-    in the middle (neither is farther), a random other choice when the choices are not numbers, or none."""
+    in the middle (neither is farther), a random other choice when the choices are not numbers (one that is
+    `allowed` with the others' values: fp8 is never drawn beside compile=none), or none."""
     if isinstance(dist, CategoricalDistribution):
         others = [c for c in dist.choices if c != value]
         if not others:
             return []
         if not (all(_is_number(c) for c in dist.choices) and _is_number(value)):
-            return [rng.choice(others)]
+            others = [c for c in others if allowed(c)]
+            return [rng.choice(others)] if others else []
         ranked = sorted(dist.choices)  # shown to the GP as ranks (search/sweep/gp_view.py)
         below, above = bisect.bisect_left(ranked, value), len(ranked) - bisect.bisect_right(ranked, value)
         if below == above:
@@ -77,10 +81,11 @@ def one_knob_at_a_time(baseline: Mapping[str, Any], distributions: Mapping[str, 
     for name, dist in distributions.items():
         if name not in baseline or (unused is not None and name in unused(baseline)):
             continue
-        for value in _farthest(dist, baseline[name], rng):
-            params = {**baseline, name: value}
-            if forbids is None or forbids(params) is None:
-                design.append((name, params))
+        def allowed(value: Any, name: str = name) -> bool:
+            return forbids is None or forbids({**baseline, name: value}) is None
+
+        design += [(name, {**baseline, name: value}) for value in _farthest(dist, baseline[name], rng, allowed)
+                   if allowed(value)]
     return design
 
 

@@ -42,7 +42,6 @@ from search.sweep.gp_view import asks_for_answer, gp_view
 from search.sweep.jobs import Jobs
 from search.sweep.planning import Plan, plan_sweep
 from search.sweep.recovery import Heartbeat
-from search.sweep.roles import drop_unrun
 from search.sweep.rule_sampler import within_rules
 from search.sweep.staging import staging_applies
 from search.sweep.start_design import STARTS_FROM_DESIGN, enqueue_start, one_knob_at_a_time
@@ -126,6 +125,7 @@ class SweeperImpl:
             status = "KILLED"
             raise
         finally:
+            workers.mark(study, "done")  # again, the heartbeat stopped: a beat may have re-marked the state it read
             completed = [t for t in study.get_trials(deepcopy=False)
                          if t.state == TrialState.COMPLETE and t.user_attrs.get("outcome", "ok") != "stopped_early"]
             tracking.end_sweep(sweep, status, {"trials_complete_in_study": len(completed), **answer_metrics(answer)},
@@ -157,15 +157,19 @@ class SweeperImpl:
     def _confirm_once(self, run: SweepRun, plan: Plan) -> Answer | None:
         """Confirm here when this is the study's last worker searching (search/sweep/workers.py)."""
         say = run.progress.console.print
-        others = workers.others_searching(run.study, self.settings.stale_after_s)
-        if others:
-            say(f"confirmation: left to the last worker still searching this study ({len(others)} other(s): "
-                f"{', '.join(others)}); it stores the answer on the study and on its MLflow sweep run")
-            return None
-        if not workers.claims_confirmation(run.study, self.settings.stale_after_s):
-            say("confirmation: another worker of this study, ended at the same moment, confirms the answer")
-            return None
-        return self._confirm(run, plan)
+        workers.mark(run.study, "confirming")  # first: a worker that joins from now on waits for it
+        try:
+            others = workers.others_searching(run.study, self.settings.stale_after_s)
+            if others:
+                say(f"confirmation: left to the last worker still searching this study ({len(others)} other(s): "
+                    f"{', '.join(others)}); it stores the answer on the study and on its MLflow sweep run")
+                return None
+            if not workers.claims_confirmation(run.study, self.settings.stale_after_s):
+                say("confirmation: another worker of this study, ended at the same moment, confirms the answer")
+                return None
+            return self._confirm(run, plan)
+        finally:
+            workers.mark(run.study, "done")
 
     def _confirm(self, run: SweepRun, plan: Plan) -> Answer | None:
         """Confirm the answer (search/sweep/confirm.py), store it on the study and MLflow's sweep run."""
@@ -198,8 +202,8 @@ class SweeperImpl:
             print(line, flush=True)  # an MLflow outage outlasted an earlier sweep
         self._fingerprint(study)
         name_metrics(study, metric_names)  # the axes' names in optuna-dashboard too
-        drop_unrun(study)
-        workers.mark(study, "searching")
+        workers.mark(study, "searching")  # first: a worker about to confirm sees this one (search/sweep/workers.py)
+        workers.drop_stopped_confirmation(study, self.settings.stale_after_s)
         if self.baseline is not None:
             params, seed = self.baseline
             shown = " ".join(f"{k}={v}" for k, v in params.items())

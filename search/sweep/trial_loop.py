@@ -18,7 +18,7 @@ import optuna
 from hydra.core.utils import JobStatus
 
 from search.reports.progress import SweepProgress
-from search.sweep import interrupt
+from search.sweep import interrupt, workers
 from search.sweep.baseline import accuracy_floor
 from search.sweep.closing import abort_trial, close_trial
 from search.sweep.early_stopping import trial_overrides
@@ -105,6 +105,7 @@ def propose(run: SweepRun) -> slots.Launch:
     worker's, or a dead sweep's on this host), so their retries come next."""
     recover(run.study, run.settings)
     plan, study, settings = run.plan, run.study, run.settings
+    workers.wait_while_confirming(study, settings.stale_after_s, run.progress.console.print)
     trial = ask_unseen(study, plan.space.distributions, run.rng, plan.space.forbids)
     throughput_only = staged(study, trial, run.staging)
     floor = accuracy_floor(study, settings.accuracy_tolerance) \

@@ -16,6 +16,13 @@ when its own trials ended, however they ended.
   Every worker marks itself done before it looks, so the last one to look
   sees all the others done. Two that look at the same moment both claim it
   (`search.confirming_worker`); after a pause the last claim written wins.
+- **A worker that joins during the confirmation** (started late, or the next
+  of a batch of jobs) would take its rounds the same way. The worker that is
+  about to confirm marks itself `confirming` before it looks for workers
+  still searching, and every worker looks for one `confirming` before it
+  asks for a trial, so of two that meet, at least one sees the other: the
+  joiner waits until the confirmation is over, or the confirmer sees it
+  searching and leaves the confirmation to it.
 
 A worker is live while its process runs (this host) or its beat is younger
 than `hydra.sweeper.stale_after_s` (another host), as for its trials.
@@ -23,11 +30,12 @@ than `hydra.sweeper.stale_after_s` (another host), as for its trials.
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, Callable
 
 import optuna
 
 from search.sweep.recovery import worker_alive, worker_id
+from search.sweep.roles import drop_unrun
 
 STATE_PREFIX = "search.worker_state:"
 CONFIRMER_ATTR = "search.confirming_worker"
@@ -40,7 +48,7 @@ def _entries(study: optuna.Study) -> dict[str, dict[str, Any]]:
 
 
 def mark(study: optuna.Study, state: str) -> None:
-    """This worker's entry: `searching` (its registration time kept) or `done`."""
+    """This worker's entry: `searching` (its registration time kept), `confirming` or `done`."""
     me = worker_id()
     since = _entries(study).get(me, {}).get("since_unix_s", time.time())
     study._storage.set_study_system_attr(study._study_id, STATE_PREFIX + me,
@@ -48,10 +56,10 @@ def mark(study: optuna.Study, state: str) -> None:
 
 
 def beat(study: optuna.Study) -> None:
-    """Refresh this worker's beat while it searches (the heartbeat thread)."""
+    """Refresh this worker's beat while it searches or confirms (the heartbeat thread)."""
     entry = _entries(study).get(worker_id())
-    if entry is not None and entry.get("state") == "searching":
-        mark(study, "searching")
+    if entry is not None and entry.get("state") in ("searching", "confirming"):
+        mark(study, entry["state"])
 
 
 def _live(worker: str, entry: dict[str, Any], grace_s: float, now: float) -> bool:
@@ -64,6 +72,33 @@ def others_searching(study: optuna.Study, grace_s: float) -> list[str]:
     me, now = worker_id(), time.time()
     return [w for w, e in _entries(study).items()
             if w != me and e.get("state") == "searching" and _live(w, e, grace_s, now)]
+
+
+def others_confirming(study: optuna.Study, grace_s: float) -> list[str]:
+    """The other live workers confirming this study's answer (or about to look whether they do)."""
+    me, now = worker_id(), time.time()
+    return [w for w, e in _entries(study).items()
+            if w != me and e.get("state") == "confirming" and _live(w, e, grace_s, now)]
+
+
+def drop_stopped_confirmation(study: optuna.Study, grace_s: float) -> int:
+    """Close the rounds a stopped sweep's confirmation enqueued and never ran (roles.drop_unrun); none while
+    another live worker confirms: those are its own, waiting for it. How many."""
+    return 0 if others_confirming(study, grace_s) else drop_unrun(study)
+
+
+def wait_while_confirming(study: optuna.Study, grace_s: float, say: Callable[[str], None],
+                          poll_s: float = 1.0) -> float:
+    """Before this worker asks for a trial: wait while another worker confirms the answer, whose rounds are
+    enqueued trials this worker would take. The seconds waited."""
+    started = None
+    while others := others_confirming(study, grace_s):
+        if started is None:
+            started = time.monotonic()
+            say(f"waiting: worker {others[0]} is confirming this study's answer in interleaved rounds that no "
+                f"other worker may take; this worker's trials go on when it is done")
+        time.sleep(poll_s)
+    return 0.0 if started is None else time.monotonic() - started
 
 
 def enqueues_baseline(study: optuna.Study, grace_s: float) -> bool:

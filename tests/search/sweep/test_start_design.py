@@ -54,6 +54,22 @@ def test_a_knob_whose_move_breaks_a_rule_is_left_to_the_sampler():
     assert "parallel.devices" not in knobs and "parallel.threads" in knobs
 
 
+def test_a_choice_that_is_not_a_number_is_drawn_among_those_the_rules_allow():
+    """fp8 needs compile other than none: from fp32 with compile=none the precision move is never fp8, so the
+    knob always gets its move (before, a draw of fp8 left precision without one)."""
+    space = {"precision": CategoricalDistribution(["fp32", "tf32", "bf16", "fp8"]),
+             "parallel.compile": CategoricalDistribution(["none", "default"])}
+
+    def forbids(params):
+        return "fp8 needs compile" if params["precision"] == "fp8" and params["parallel.compile"] == "none" else None
+
+    base = {"precision": "fp32", "parallel.compile": "none"}
+    for seed in range(20):
+        moved = [(knob, params[knob]) for knob, params in one_knob_at_a_time(base, space, forbids, random.Random(seed))]
+        assert [knob for knob, _ in moved] == ["precision", "parallel.compile"]
+        assert dict(moved)["precision"] in ("tf32", "bf16")
+
+
 def test_a_baseline_in_the_middle_moves_to_both_ends():
     space = {"batch_size": CategoricalDistribution([32, 64, 128]), "optim.lr": FloatDistribution(1e-3, 1e-1, log=True)}
     design = one_knob_at_a_time({"batch_size": 64, "optim.lr": 1e-2}, space, None, random.Random(0))

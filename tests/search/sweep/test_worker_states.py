@@ -90,13 +90,65 @@ def test_two_workers_ending_together_one_confirms(study: optuna.Study) -> None:
     thread.join()
 
 
-def test_the_beat_refreshes_only_a_searching_entry(study: optuna.Study) -> None:
-    workers.mark(study, "searching")
+@pytest.mark.parametrize("state", ["searching", "confirming"])
+def test_the_beat_refreshes_a_searching_or_confirming_entry_not_a_done_one(study: optuna.Study, state: str) -> None:
+    workers.mark(study, state)
     first = workers._entries(study)[worker_id()]
     time.sleep(0.01)
     workers.beat(study)
     second = workers._entries(study)[worker_id()]
     assert second["beat_unix_s"] > first["beat_unix_s"] and second["since_unix_s"] == first["since_unix_s"]
+    assert second["state"] == state
     workers.mark(study, "done")
     workers.beat(study)
     assert workers._entries(study)[worker_id()]["state"] == "done"
+
+
+def test_a_worker_joining_during_the_confirmation_waits_for_it(study: optuna.Study) -> None:
+    """Another worker confirms (its rounds are enqueued trials this one would take): this one waits, says so
+    once, and goes on when that worker is done; one that stopped beating on another host is not waited for."""
+    now = time.time()
+    other(study, "elsewhere:12:t1", "confirming", since=now - 60, beat=now)
+    workers.mark(study, "searching")
+    said: list[str] = []
+
+    def the_other_ends() -> None:
+        time.sleep(0.5)
+        other(study, "elsewhere:12:t1", "done", since=now - 60, beat=time.time())
+
+    thread = threading.Thread(target=the_other_ends)
+    thread.start()
+    waited_s = workers.wait_while_confirming(study, GRACE_S, said.append, poll_s=0.05)
+    thread.join()
+    assert waited_s >= 0.4 and len(said) == 1 and said[0].startswith("waiting: worker elsewhere:12:t1 is confirming")
+    other(study, "elsewhere:12:t1", "confirming", since=now - 600, beat=now - GRACE_S - 1)  # killed mid-way
+    assert workers.wait_while_confirming(study, GRACE_S, said.append, poll_s=0.05) == 0.0 and len(said) == 1
+
+
+def test_a_worker_about_to_confirm_sees_one_that_joined(study: optuna.Study) -> None:
+    """The confirmer marks itself confirming before it looks: a worker that registered before the look is
+    seen searching (the confirmation is left to it); one that registers after sees the mark and waits."""
+    workers.mark(study, "confirming")
+    now = time.time()
+    other(study, "elsewhere:12:t1", "searching", since=now, beat=now)  # joined just now
+    assert workers.others_searching(study, GRACE_S) == ["elsewhere:12:t1"]
+    assert not workers.claims_confirmation(study, GRACE_S)
+
+
+def test_a_live_confirming_workers_rounds_are_not_dropped_a_stopped_ones_are(study: optuna.Study) -> None:
+    """A worker that starts drops the rounds a stopped sweep's confirmation left enqueued, but not those of a
+    worker confirming now: they are waiting for it (before, a worker joining then closed one as failed and the
+    confirming worker ran a search proposal in its place)."""
+    from optuna.trial import TrialState
+
+    from search.sweep.roles import enqueue
+
+    now = time.time()
+    other(study, "elsewhere:12:t1", "confirming", since=now - 60, beat=now)
+    enqueue(study, {"x": 1}, "confirm", **{"search.confirm_round": 0})
+    workers.mark(study, "searching")
+    assert workers.drop_stopped_confirmation(study, GRACE_S) == 0
+    assert [t.state for t in study.trials] == [TrialState.WAITING]
+    other(study, "elsewhere:12:t1", "confirming", since=now - 600, beat=now - GRACE_S - 1)  # stopped mid-way
+    assert workers.drop_stopped_confirmation(study, GRACE_S) == 1
+    assert [t.state for t in study.trials] == [TrialState.FAIL]
