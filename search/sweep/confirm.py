@@ -22,6 +22,13 @@ interleaved, and the answer is trained again at a second seed.
    validation samples apart; the mean of two seeds halves that noise and
    uses every run there is. A failed check passes the answer to the next
    contender that beats the baseline.
+4. When every contender tried failed its check, the fastest configuration
+   with the baseline's maths (only speed-only knobs moved: workers, threads,
+   ...; search/sweep/staging.py) that ran in the search is confirmed in its
+   place: 3 more rounds against the baseline and its own check. Its accuracy
+   is the baseline's by construction, so a contender that lost accuracy at
+   the second seed does not leave the user with no answer when a faster
+   loader or thread count was found. This costs only when a check failed.
 
 The budget is `hydra.sweeper.confirm_budget` (0.15) of the search's wall time:
 fewer contenders first, then the minimum of 3 rounds and one check, said in a
@@ -43,7 +50,7 @@ from search.sweep.answer import (ACCURACY, MEMORY_METRICS, THROUGHPUT, Answer, C
 from search.sweep.baseline import at_study_seed, baseline_accuracy, baseline_trials
 from search.sweep.roles import ROLE_ATTR, SEED_ATTR, enqueue
 from search.sweep.space import to_override
-from search.sweep.staging import ACCURACY_FROM_ATTR
+from search.sweep.staging import ACCURACY_FROM_ATTR, maths_key
 
 if TYPE_CHECKING:
     from search.sweep.trial_loop import SweepRun
@@ -144,16 +151,7 @@ def confirm(run: SweepRun, run_trials: RunTrials, base_params: dict[str, Any], s
     say(f"confirming: your configuration and {len(contenders)} contender(s) within noise of the fastest, "
         f"re-measured in interleaved rounds (budget {budget_s:.0f} s, {settings.confirm_budget:.0%} of the "
         f"search){left_out}")
-    rounds = 0
-    while rounds < MAX_ROUNDS:
-        spent = time.monotonic() - start
-        per_round = spent / rounds if rounds else len(configs) * round_trial_s
-        if rounds >= MIN_ROUNDS and spent + per_round + check_s > budget_s:
-            break
-        for params in (configs if rounds % 2 == 0 else configs[::-1]):
-            enqueue(study, dict(params), "confirm", **{ROUND_ATTR: rounds})
-        run_trials(len(configs))
-        rounds += 1
+    _rounds(study, run_trials, configs, round_trial_s, lambda spent, per_round: spent + per_round + check_s > budget_s)
     confirmed = []
     for c in contenders:
         num, den = _paired(study, base_params, c.params, first_trial)
@@ -185,12 +183,49 @@ def confirm(run: SweepRun, run_trials: RunTrials, base_params: dict[str, Any], s
         ratio, check = failed_check
         note = (f"a contender faster beyond noise failed the second-seed accuracy check "
                 f"({ratio.text()}; {check_text(check)})")
+        tried = {key(confirmed[i][0].params) for i in order[:2]}
+        same = next((c for c in ranked if maths_key(c.params) == maths_key(base_params)
+                     and key(c.params) != key(base_params) and key(c.params) not in tried), None)
+        if same is not None:
+            say(f"confirming instead: {' '.join(overrides_of(same.params))}, your configuration's maths with "
+                f"speed-only knobs moved (its accuracy is yours), in {MIN_ROUNDS} more interleaved rounds")
+            first = len(study.trials)
+            _rounds(study, run_trials, [base_params, same.params], round_trial_s, lambda spent, per_round: True)
+            num, den = _paired(study, base_params, same.params, first)
+            same_ratio = Ratio.of(num, den)
+            if same_ratio is not None and same_ratio.rounds >= 2 and not same_ratio.holds(1.0) \
+                    and same_ratio.estimate > 1.0:
+                same_check = _seed_check(run, run_trials, same.params, base_params, seed,
+                                         (same.val_accuracy, base_accuracy)) \
+                    if seed is not None and base_accuracy is not None and same.val_accuracy is not None else None
+                if same_check is None or same_check["passed"]:
+                    return answer_of(same.params, same_ratio, same.val_accuracy, seed_check=same_check,
+                                     rule="your configuration's maths, after a faster contender's check failed",
+                                     trials=same.trials, confirm_wall_s=time.monotonic() - start, note=note)
+            note += f"; {' '.join(overrides_of(same.params))} (speed-only knobs): " + (
+                same_ratio.text() if same_ratio is not None else "its rounds did not end ok")
     else:
         note = f"no configuration was faster beyond noise (the fastest contender: {best[1].text()})"
     if found > len(contenders):
         note += (f"; {found - len(contenders)} more contender(s) within noise were not confirmed (the budget, "
                  f"hydra.sweeper.confirm_budget)")
     return answer_of(base_params, None, base_accuracy, confirm_wall_s=time.monotonic() - start, note=note)
+
+
+def _rounds(study: optuna.Study, run_trials: RunTrials, configs: list[Mapping[str, Any]], round_trial_s: float,
+            over_budget: Callable[[float, float], bool]) -> None:
+    """Interleaved rounds of `configs` (the order reversed every other round), numbered from 0: at least
+    MIN_ROUNDS, then more while `over_budget(seconds spent, seconds per round)` says no, at most MAX_ROUNDS."""
+    start, rounds = time.monotonic(), 0
+    while rounds < MAX_ROUNDS:
+        spent = time.monotonic() - start
+        per_round = spent / rounds if rounds else len(configs) * round_trial_s
+        if rounds >= MIN_ROUNDS and over_budget(spent, per_round):
+            break
+        for params in (configs if rounds % 2 == 0 else configs[::-1]):
+            enqueue(study, dict(params), "confirm", **{ROUND_ATTR: rounds})
+        run_trials(len(configs))
+        rounds += 1
 
 
 def check_text(check: Mapping[str, Any]) -> str:

@@ -57,3 +57,25 @@ def drop_unrun(study: optuna.Study, roles: tuple[str, ...] = ("confirm", "seed_c
             study._storage.set_trial_state_values(t._trial_id, state=TrialState.FAIL)
             dropped += 1
     return dropped
+
+
+def set_aside_waiting(study: optuna.Study) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """Close the trials waiting to run (proposals the search's budget did not reach: start-design moves, a
+    retry) and return (params, user attributes) to enqueue them again with put_back(). The confirmation runs
+    its own enqueued trials next, and Optuna hands out waiting trials oldest first: it would run these in
+    place of its rounds, and its last trial (the second-seed check) would be left waiting, unrun."""
+    aside = []
+    for t in study.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
+        params = dict(study._storage.get_trial_system_attrs(t._trial_id).get("fixed_params", {}))
+        study._storage.set_trial_user_attr(t._trial_id, "outcome", "skipped")
+        study._storage.set_trial_user_attr(t._trial_id, "reason", "set aside while the answer was confirmed; "
+                                                                  "enqueued again after it")
+        study._storage.set_trial_state_values(t._trial_id, state=TrialState.FAIL)
+        aside.append((params, dict(t.user_attrs)))
+    return aside
+
+
+def put_back(study: optuna.Study, aside: list[tuple[dict[str, Any], dict[str, Any]]]) -> None:
+    """Enqueue again what set_aside_waiting() closed, in its order: the next sweep on the study runs it first."""
+    for params, user_attrs in aside:
+        study.enqueue_trial(params, user_attrs=user_attrs, skip_if_exists=False)

@@ -42,6 +42,7 @@ from search.sweep.gp_view import asks_for_answer, gp_view
 from search.sweep.jobs import Jobs
 from search.sweep.planning import Plan, plan_sweep
 from search.sweep.recovery import Heartbeat
+from search.sweep.roles import put_back, set_aside_waiting
 from search.sweep.rule_sampler import within_rules
 from search.sweep.staging import staging_applies
 from search.sweep.start_design import STARTS_FROM_DESIGN, enqueue_start, one_knob_at_a_time
@@ -180,8 +181,12 @@ class SweeperImpl:
             run.progress.grow(len(run.outcomes) + count)
             run_enqueued(run, count)
 
-        answer = confirm(run, run_more, params, seed, lambda p: overrides_for(plan.space.fixed_overrides, p),
-                         lambda line: run.progress.console.print(line))
+        aside = set_aside_waiting(run.study)  # proposals the search did not reach: not run as its rounds
+        try:
+            answer = confirm(run, run_more, params, seed, lambda p: overrides_for(plan.space.fixed_overrides, p),
+                             lambda line: run.progress.console.print(line))
+        finally:
+            put_back(run.study, aside)
         if answer is not None:
             run.study.set_user_attr(ANSWER_ATTR, answer.to_dict())
             tag_sweep_run(run.sweep.parent_run_id, answer)
