@@ -185,7 +185,8 @@ def confirm(run: SweepRun, run_trials: RunTrials, base_params: dict[str, Any], s
                 f"({ratio.text()}; {check_text(check)})")
         tried = {key(confirmed[i][0].params) for i in order[:2]}
         same = next((c for c in ranked if maths_key(c.params) == maths_key(base_params)
-                     and key(c.params) != key(base_params) and key(c.params) not in tried), None)
+                     and key(c.params) != key(base_params) and key(c.params) not in tried
+                     and c.throughput > max(base_throughputs, default=math.inf)), None)  # faster in the search
         if same is not None:
             say(f"confirming instead: {' '.join(overrides_of(same.params))}, your configuration's maths with "
                 f"speed-only knobs moved (its accuracy is yours), in {MIN_ROUNDS} more interleaved rounds")
