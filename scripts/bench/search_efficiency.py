@@ -341,7 +341,7 @@ def replay(table: Table, name: str, seed: int, floor: float, target: float, min_
     from search.sweep.roles import enqueue
     from search.sweep.rule_sampler import RuleAwareSampler
     from search.sweep.space import build_space
-    from search.sweep.start_design import STARTS_FROM_DESIGN, enqueue_start, one_knob_at_a_time
+    from search.sweep.start_design import enqueue_start, one_knob_at_a_time, starts_from_design
     from search.sweep.study import METRIC_NAMES_ATTR, make_sampler
 
     dists = build_space(table.space, []).distributions
@@ -364,8 +364,8 @@ def replay(table: Table, name: str, seed: int, floor: float, target: float, min_
     rng = random.Random(seed)
     constraints = parse_constraints([f"val_accuracy >= {floor}"] if strategy.floor_as_constraint else [])
     enqueue(study, baseline, "baseline")  # as the sweep does: its accuracy sets the floor (search/sweep/gp_view.py)
-    if strategy.start_design == "any sampler" or strategy.start_design == "one_knob_at_a_time" \
-            and strategy.search_for == "answer" and isinstance(base, STARTS_FROM_DESIGN):
+    if strategy.start_design == "any sampler" or starts_from_design(strategy.start_design,
+                                                                     strategy.search_for == "answer", base):
         enqueue_start(study, one_knob_at_a_time(baseline, dists, _Broken.wrap(forbids), random.Random(seed)))
     first = True
     while not done():

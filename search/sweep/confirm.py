@@ -129,6 +129,15 @@ def confirm(run: SweepRun, run_trials: RunTrials, base_params: dict[str, Any], s
                       r.high, r.rounds, val_accuracy, base_accuracy, settings.accuracy_tolerance,
                       baseline_trials=[t.number for t in base_trials], search_wall_s=search_wall_s, **kw)
 
+    def check_of(c: Contender) -> dict[str, Any] | None:
+        """Its second-seed check; None when there is no seed or accuracy to check."""
+        if seed is None or base_accuracy is None or c.val_accuracy is None:
+            return None
+        return _seed_check(run, run_trials, c.params, base_params, seed, (c.val_accuracy, base_accuracy))
+
+    def beats_baseline(ratio: Ratio) -> bool:
+        return not ratio.holds(1.0) and ratio.estimate > 1.0
+
     if not contenders:
         return answer_of(base_params, None, base_accuracy,
                          note=f"the fastest at its accuracy; no other configuration came within {noise:.0%} of it"
@@ -168,10 +177,9 @@ def confirm(run: SweepRun, run_trials: RunTrials, base_params: dict[str, Any], s
     failed_check = None  # (speedup, check) of the first contender faster beyond noise whose second-seed check failed
     for i in order[:2]:
         c, ratio, _ = confirmed[i]
-        if ratio.holds(1.0) or ratio.estimate < 1.0:
+        if not beats_baseline(ratio):
             break
-        check = _seed_check(run, run_trials, c.params, base_params, seed, (c.val_accuracy, base_accuracy)) \
-            if seed is not None and base_accuracy is not None and c.val_accuracy is not None else None
+        check = check_of(c)
         if check is None or check["passed"]:
             return answer_of(c.params, ratio, c.val_accuracy, seed_check=check, rule=rule,
                              tied_with=[confirmed[j][0].params for j in tied] if i == chosen else [],
@@ -194,11 +202,8 @@ def confirm(run: SweepRun, run_trials: RunTrials, base_params: dict[str, Any], s
             _rounds(study, run_trials, [base_params, same.params], round_trial_s, lambda spent, per_round: True)
             num, den = _paired(study, base_params, same.params, first)
             same_ratio = Ratio.of(num, den)
-            if same_ratio is not None and same_ratio.rounds >= 2 and not same_ratio.holds(1.0) \
-                    and same_ratio.estimate > 1.0:
-                same_check = _seed_check(run, run_trials, same.params, base_params, seed,
-                                         (same.val_accuracy, base_accuracy)) \
-                    if seed is not None and base_accuracy is not None and same.val_accuracy is not None else None
+            if same_ratio is not None and same_ratio.rounds >= 2 and beats_baseline(same_ratio):
+                same_check = check_of(same)
                 if same_check is None or same_check["passed"]:
                     return answer_of(same.params, same_ratio, same.val_accuracy, seed_check=same_check,
                                      rule="your configuration's maths, after a faster contender's check failed",

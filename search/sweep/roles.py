@@ -67,11 +67,11 @@ def set_aside_waiting(study: optuna.Study) -> list[tuple[dict[str, Any], dict[st
     aside = []
     for t in study.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
         params = dict(study._storage.get_trial_system_attrs(t._trial_id).get("fixed_params", {}))
+        aside.append((params, dict(t.user_attrs)))  # before the attributes below are written
         study._storage.set_trial_user_attr(t._trial_id, "outcome", "skipped")
         study._storage.set_trial_user_attr(t._trial_id, "reason", "set aside while the answer was confirmed; "
                                                                   "enqueued again after it")
         study._storage.set_trial_state_values(t._trial_id, state=TrialState.FAIL)
-        aside.append((params, dict(t.user_attrs)))
     return aside
 
 

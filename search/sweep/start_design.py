@@ -42,6 +42,12 @@ START_ATTR = "search.start_design"  # on a start trial: the knob it moved
 STARTS_FROM_DESIGN = (optuna.samplers.GPSampler,)
 
 
+def starts_from_design(setting: str, for_answer: bool, sampler: optuna.samplers.BaseSampler) -> bool:
+    """Whether a fresh study starts with the design: `hydra.sweeper.start_design=one_knob_at_a_time`, the
+    sweep searching for the answer (replayed, the design started the GP worse for the front), with the GP."""
+    return setting == "one_knob_at_a_time" and for_answer and isinstance(sampler, STARTS_FROM_DESIGN)
+
+
 def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 

@@ -45,7 +45,7 @@ from search.sweep.recovery import Heartbeat
 from search.sweep.roles import put_back, set_aside_waiting
 from search.sweep.rule_sampler import within_rules
 from search.sweep.staging import staging_applies
-from search.sweep.start_design import STARTS_FROM_DESIGN, enqueue_start, one_knob_at_a_time
+from search.sweep.start_design import enqueue_start, one_knob_at_a_time, starts_from_design
 from search.sweep.study import (APP_ATTR, app_command, check_space_matches, large_study_notice, load_or_create,
                                 make_sampler, name_metrics, storage_location)
 from search.sweep.sweep_settings import sweep_settings
@@ -226,11 +226,7 @@ class SweeperImpl:
         return extra
 
     def _starts_from_design(self, plan: Plan) -> bool:
-        """The first proposals are the start design (search/sweep/start_design.py): for the GP, searching for
-        the answer; every other sampler keeps its own start, and so does search_for=front (replayed, the
-        design started the GP worse for the front, and TPE worse than its own random start)."""
-        return self.settings.start_design == "one_knob_at_a_time" and plan.for_answer \
-            and isinstance(plan.sampler, STARTS_FROM_DESIGN)
+        return starts_from_design(self.settings.start_design, plan.for_answer, plan.sampler)
 
     def _start_design(self, study: optuna.Study, plan: Plan, baseline: dict[str, Any]) -> None:
         """The first proposals, each knob moved alone from the baseline."""

@@ -67,18 +67,19 @@ def _live(worker: str, entry: dict[str, Any], grace_s: float, now: float) -> boo
     return alive is True or (alive is None and now - float(entry.get("beat_unix_s", 0.0)) <= grace_s)
 
 
+def _others(study: optuna.Study, state: str, grace_s: float) -> list[str]:
+    me, now = worker_id(), time.time()
+    return [w for w, e in _entries(study).items() if w != me and e.get("state") == state and _live(w, e, grace_s, now)]
+
+
 def others_searching(study: optuna.Study, grace_s: float) -> list[str]:
     """The other live workers still searching this study."""
-    me, now = worker_id(), time.time()
-    return [w for w, e in _entries(study).items()
-            if w != me and e.get("state") == "searching" and _live(w, e, grace_s, now)]
+    return _others(study, "searching", grace_s)
 
 
 def others_confirming(study: optuna.Study, grace_s: float) -> list[str]:
     """The other live workers confirming this study's answer (or about to look whether they do)."""
-    me, now = worker_id(), time.time()
-    return [w for w, e in _entries(study).items()
-            if w != me and e.get("state") == "confirming" and _live(w, e, grace_s, now)]
+    return _others(study, "confirming", grace_s)
 
 
 def drop_stopped_confirmation(study: optuna.Study, grace_s: float) -> int:
