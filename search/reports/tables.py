@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import statistics
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import optuna
@@ -31,29 +32,43 @@ PIPE_WIDTH = 100  # a log file or pipe: the width the tables are laid out for
 _SPEEDUP_METRICS = {"throughput_samples_per_s": 1, "throughput_tokens_per_s": 1, "time_to_accuracy_s": -1}
 
 
-def front_trials(study: optuna.Study) -> list[FrozenTrial]:
-    """The Pareto front (several metrics) or the best five (one metric) of the feasible trials trained at
-    the study's seed, one row per configuration (its best). A run at another seed (the baseline's second,
-    the answer's check) is another draw of a configuration's accuracy, not comparable with the others';
-    the confirmation's rounds re-measure configurations already shown."""
-    done = [t for t in study.get_trials(deepcopy=False)
-            if t.state == TrialState.COMPLETE and is_feasible(t) and SEED_ATTR not in t.user_attrs]
+@dataclass(frozen=True)
+class Row:
+    """One configuration of the front: its first run at the study's seed, and the medians of all its runs there."""
+
+    trial: FrozenTrial
+    values: list[float]
+    runs: int
+
+
+def front_rows(study: optuna.Study) -> list[Row]:
+    """The Pareto front (several metrics) or the best five (one metric) of the configurations trained at the
+    study's seed, one row per configuration: its first run there (the search's), with the median of every
+    objective over all its feasible runs there. The confirmation's rounds re-measure the contenders, and the
+    luckiest of a configuration's runs must not make its row (nor a round stand for the configuration the
+    search trained). A run at another seed (the baseline's second, the answer's check) is another draw of a
+    configuration's accuracy, not comparable with the others', so it is left out."""
+    groups: dict[tuple, list[FrozenTrial]] = {}
+    for t in study.get_trials(deepcopy=False):
+        if t.state == TrialState.COMPLETE and is_feasible(t) and SEED_ATTR not in t.user_attrs:
+            groups.setdefault(config_key(t.params), []).append(t)
+    rows = [Row(runs[0], [statistics.median(values) for values in zip(*(t.values for t in runs))], len(runs))
+            for runs in groups.values()]
     if len(study.directions) > 1:
         signs = [1.0 if d == optuna.study.StudyDirection.MAXIMIZE else -1.0 for d in study.directions]
+        points = [[s * v for s, v in zip(signs, r.values)] for r in rows]
 
-        def beaten(t: FrozenTrial) -> bool:
-            mine = [s * v for s, v in zip(signs, t.values)]
-            return any(all(o >= m for o, m in zip(other, mine)) and other != mine
-                       for other in ([s * v for s, v in zip(signs, u.values)] for u in done))
+        def beaten(mine: list[float]) -> bool:
+            return any(all(o >= m for o, m in zip(other, mine)) and other != mine for other in points)
 
-        shown = sorted((t for t in done if not beaten(t)), key=lambda t: t.values[0], reverse=True)
-    else:
-        reverse = study.direction == optuna.study.StudyDirection.MAXIMIZE
-        shown = sorted(done, key=lambda t: t.value, reverse=reverse)
-    once: dict[tuple, FrozenTrial] = {}
-    for t in shown:
-        once.setdefault(config_key(t.params), t)
-    return list(once.values())[:None if len(study.directions) > 1 else 5]
+        return sorted((r for r, p in zip(rows, points) if not beaten(p)), key=lambda r: r.values[0], reverse=True)
+    reverse = study.direction == optuna.study.StudyDirection.MAXIMIZE
+    return sorted(rows, key=lambda r: r.values[0], reverse=reverse)[:5]
+
+
+def front_trials(study: optuna.Study) -> list[FrozenTrial]:
+    """The first run of each configuration of the front (front_rows)."""
+    return [r.trial for r in front_rows(study)]
 
 
 def baseline_trials(study: optuna.Study) -> list[FrozenTrial]:
@@ -103,13 +118,18 @@ def speedup(name: str, value: float, baseline: Sequence[FrozenTrial]) -> str:
 def front_table(study: optuna.Study, metric_names: Sequence[str], width: int | None = None) -> Group:
     """The front in `width` columns (the console's when None): a title line, the table, notes under it."""
     width = width or console().width
-    trials = front_trials(study)
+    front = front_rows(study)
+    trials = [r.trial for r in front]
     baseline = baseline_trials(study)
     reference, called = reference_trial(study)
     title = "Pareto front" if len(study.directions) > 1 else "Best trials"
     table = Table()
     answer = study.user_attrs.get(ANSWER_ATTR)
-    answer_trials = set(answer.get("trials", [])) if isinstance(answer, dict) else set()
+    answer = answer if isinstance(answer, dict) else {}
+    answer_key = config_key(answer["params"]) if answer.get("params") else None
+
+    def is_answer(t: FrozenTrial) -> bool:
+        return t.number in answer.get("trials", []) or config_key(t.params) == answer_key
     table.add_column("trial", justify="right", no_wrap=True)
     for name, direction in zip(metric_names, study.directions):
         arrow = "↑" if direction == optuna.study.StudyDirection.MAXIMIZE else "↓"
@@ -119,9 +139,9 @@ def front_table(study: optuna.Study, metric_names: Sequence[str], width: int | N
     if with_speedup:
         table.add_column("vs base", justify="right", no_wrap=True)
     rows: list[list[str]] = []
-    for t in trials:
-        rows.append([f"{t.number}{' *' if t.number in answer_trials else ''}", *[fmt(v) for v in t.values],
-                     *([speedup(primary, t.values[0], baseline)] if with_speedup else [])])
+    for r in front:
+        rows.append([f"{r.trial.number}{' *' if is_answer(r.trial) else ''}", *[fmt(v) for v in r.values],
+                     *([speedup(primary, r.values[0], baseline)] if with_speedup else [])])
     every = list(trials[0].params) if trials else []
     knobs = differing_knobs(trials, reference)
     used = _width([str(c.header) for c in table.columns], rows)
@@ -142,7 +162,10 @@ def front_table(study: optuna.Study, metric_names: Sequence[str], width: int | N
             same = reference is not None and t.params.get(key) == reference.params.get(key)
             cells.append(f"[dim]{value}[/dim]" if same else value)
         table.add_row(*row, *cells)
-    notes = ["* the answer's trials"] if answer_trials & {t.number for t in trials} else []
+    notes = ["* the answer"] if any(is_answer(t) for t in trials) else []
+    if any(r.runs > 1 for r in front):
+        notes.append("a configuration measured more than once (the confirmation re-measures the contenders): its "
+                     "first trial, figures the median of its runs")
     if reference is not None:
         notes.append(f"knobs shown: those that differ from {called}" +
                      (f" ({escape(_pairs(reference.params, every))})" if knobs else ", none do"))

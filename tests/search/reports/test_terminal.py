@@ -167,7 +167,21 @@ def test_the_answers_trials_are_marked() -> None:
     study = _study(with_baseline=True)
     study.set_user_attr("search.answer", {"trials": [3], "params": {}, "speedup": 11.8})
     text = "\n".join(_render(front_table(study, METRICS, 100), 100))
-    assert re.search(r"│ +3 \* │ +12,001 │", text) and "* the answer's trials" in text, text
+    assert re.search(r"│ +3 \* │ +12,001 │", text) and "* the answer" in text, text
+
+
+def test_a_configuration_the_confirmation_re_measured_is_its_first_trial_at_the_median_of_its_runs() -> None:
+    """Seen in a default sweep: the answer's configuration showed as a confirmation round (its luckiest run,
+    1.83x) without the answer's mark, above a panel saying 1.69x."""
+    study = _study(with_baseline=True)
+    answer = {**USER, "batch_size": 128, "precision": "bf16", "model_pruning.ratio": 0.25}
+    for throughput in (14_000.0, 11_000.0, 12_500.0):  # the rounds, timed only, with the search trial's accuracy
+        _add(study, answer, throughput, 0.9612, "confirm")
+    study.set_user_attr("search.answer", {"trials": [3], "params": answer, "speedup": 11.8})
+    assert [t.number for t in front_trials(study)] == [2, 3, 4]
+    text = "\n".join(_render(front_table(study, METRICS, 100), 100))
+    assert re.search(r"│ +3 \* │ +12,250 │ +0.9612 │ +12.01x │", text), text  # median(12,001, 14,000, 11,000, 12,500)
+    assert "14,000" not in text and "figures the median of its runs" in flat(text)
 
 
 def test_without_a_baseline_the_knobs_are_compared_with_the_first_complete_trial() -> None:
