@@ -99,3 +99,15 @@ def enqueue_start(study: optuna.Study, design: list[tuple[str, dict[str, Any]]])
     """Enqueue the start design (after the baseline's runs, which are enqueued first)."""
     for knob, params in design:
         study.enqueue_trial(params, user_attrs={START_ATTR: knob}, skip_if_exists=False)
+
+
+def start_line(design: list[tuple[str, dict[str, Any]]], room: int, n_trials: int) -> str:
+    """What the sweep says of its start; `room`: the trials n_trials leaves after the baseline's runs (the
+    moves past it wait, and run first in the study's next sweep: search/sweep/roles.py sets them aside
+    for the confirmation)."""
+    moved = ", ".join(f"{knob}={params[knob]}" for knob, params in design)
+    room = max(0, room)
+    later = (f"; {room} fit in hydra.sweeper.n_trials={n_trials} after your configuration's runs, the other "
+             f"{len(design) - room} run first in this study's next sweep") if len(design) > room else ""
+    return (f"start: {len(design)} trial(s), each moving one knob from your configuration ({moved}){later}; "
+            f"hydra.sweeper.start_design=sampler leaves the start to the sampler")

@@ -45,7 +45,7 @@ from search.sweep.recovery import Heartbeat
 from search.sweep.roles import put_back, set_aside_waiting
 from search.sweep.rule_sampler import within_rules
 from search.sweep.staging import staging_applies
-from search.sweep.start_design import enqueue_start, one_knob_at_a_time, starts_from_design
+from search.sweep.start_design import enqueue_start, one_knob_at_a_time, start_line, starts_from_design
 from search.sweep.study import (APP_ATTR, app_command, check_space_matches, large_study_notice, load_or_create,
                                 make_sampler, name_metrics, storage_location)
 from search.sweep.sweep_settings import sweep_settings
@@ -219,7 +219,7 @@ class SweeperImpl:
                 runs, said = 0, "enqueued by the first worker of this study"
             print(f"baseline, your configuration ({shown}): {said}", flush=True)
             if runs and len(study.trials) == len(baseline_trials(study)):  # a fresh study
-                self._start_design(study, plan, params)
+                self._start_design(study, plan, params, room=self.settings.n_trials - runs)
         extra = self.hooks.start(study, plan.storage, plan.space.distributions)
         if (line := gpu_telemetry.notice()) is not None:
             print(line, flush=True)
@@ -228,17 +228,16 @@ class SweeperImpl:
     def _starts_from_design(self, plan: Plan) -> bool:
         return starts_from_design(self.settings.start_design, plan.for_answer, plan.sampler)
 
-    def _start_design(self, study: optuna.Study, plan: Plan, baseline: dict[str, Any]) -> None:
-        """The first proposals, each knob moved alone from the baseline."""
+    def _start_design(self, study: optuna.Study, plan: Plan, baseline: dict[str, Any], room: int) -> None:
+        """The first proposals, each knob moved alone from the baseline; `room`: the trials n_trials leaves
+        after the baseline's runs."""
         if not self._starts_from_design(plan):
             return
         design = one_knob_at_a_time(baseline, plan.space.distributions, plan.space.forbids, self.rng,
                                     plan.space.unused)
         enqueue_start(study, design)
         if design:
-            moved = ", ".join(f"{knob}={params[knob]}" for knob, params in design)
-            print(f"start: {len(design)} trial(s), each moving one knob from your configuration ({moved}); "
-                  f"hydra.sweeper.start_design=sampler leaves the start to the sampler", flush=True)
+            print(start_line(design, room, self.settings.n_trials), flush=True)
 
     def _run_params(self, plan: Plan, metric_names: list[str]) -> dict[str, Any]:
         """The sweep's MLflow parent run params."""

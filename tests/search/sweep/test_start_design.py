@@ -16,7 +16,7 @@ from search.sweep.combinations import fit_to_rules
 from search.sweep.roles import enqueue, enqueued_as_asked
 from search.sweep.space import build_space
 from search.sweep.staging import ACCURACY_FROM_ATTR
-from search.sweep.start_design import START_ATTR, enqueue_start, one_knob_at_a_time
+from search.sweep.start_design import START_ATTR, enqueue_start, one_knob_at_a_time, start_line
 from sweep_results import load_study
 
 TWO_CORES = Hardware(cpu_cores=2, why_no_gpu="none here")
@@ -101,6 +101,15 @@ def test_start_trials_are_proposals_the_baseline_is_measured_as_asked():
     assert enqueued_as_asked(study, baseline)  # never stopped early, trained in full
     assert not enqueued_as_asked(study, start)  # early stopping and staging apply
     assert start.user_attrs[START_ATTR] == "batch_size" and start.params["batch_size"] == 256
+
+
+def test_the_start_line_says_which_moves_wait_for_the_next_sweep_when_n_trials_is_short():
+    design = one_knob_at_a_time(BASELINE, SPACE, None, random.Random(0))
+    assert "next sweep" not in start_line(design, len(design), 20)
+    line = start_line(design, 1, 3)  # n_trials=3 after the baseline's two runs
+    assert line.startswith(f"start: {len(design)} trial(s), each moving one knob from your configuration (")
+    assert f"; 1 fit in hydra.sweeper.n_trials=3 after your configuration's runs, the other {len(design) - 1} " \
+           f"run first in this study's next sweep; hydra.sweeper.start_design=sampler" in line
 
 
 def test_a_fresh_study_starts_one_knob_at_a_time_and_a_rerun_does_not_again(workdir):
