@@ -53,10 +53,16 @@ def drop_unrun(study: optuna.Study, roles: tuple[str, ...] = ("confirm", "seed_c
     dropped = 0
     for t in study.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
         if t.user_attrs.get(ROLE_ATTR) in roles:
-            study._storage.set_trial_user_attr(t._trial_id, "reason", "enqueued by a confirmation that was stopped")
-            study._storage.set_trial_state_values(t._trial_id, state=TrialState.FAIL)
+            _close_waiting(study, t, "enqueued by a confirmation that was stopped")
             dropped += 1
     return dropped
+
+
+def _close_waiting(study: optuna.Study, trial: optuna.trial.FrozenTrial, reason: str, **user_attrs: Any) -> None:
+    """A waiting trial closed as failed, never run: samplers ignore it, and `reason` says why."""
+    for name, value in {**user_attrs, "reason": reason}.items():
+        study._storage.set_trial_user_attr(trial._trial_id, name, value)
+    study._storage.set_trial_state_values(trial._trial_id, state=TrialState.FAIL)
 
 
 def set_aside_waiting(study: optuna.Study) -> list[tuple[dict[str, Any], dict[str, Any]]]:
@@ -67,11 +73,9 @@ def set_aside_waiting(study: optuna.Study) -> list[tuple[dict[str, Any], dict[st
     aside = []
     for t in study.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
         params = dict(study._storage.get_trial_system_attrs(t._trial_id).get("fixed_params", {}))
-        aside.append((params, dict(t.user_attrs)))  # before the attributes below are written
-        study._storage.set_trial_user_attr(t._trial_id, "outcome", "skipped")
-        study._storage.set_trial_user_attr(t._trial_id, "reason", "set aside while the answer was confirmed; "
-                                                                  "enqueued again after it")
-        study._storage.set_trial_state_values(t._trial_id, state=TrialState.FAIL)
+        aside.append((params, dict(t.user_attrs)))  # before _close_waiting writes its attributes
+        _close_waiting(study, t, "set aside while the answer was confirmed; enqueued again after it",
+                       outcome="skipped")
     return aside
 
 

@@ -96,7 +96,7 @@ def test_canary_password_is_nowhere(workdir: Path, postgres: Postgres, mlflow_se
     tracking = f"http://canary:{TRACKING_SPELLING}@127.0.0.1:{mlflow_server.port}"
     # One objective: Optuna's pruner applies, so each trial reports its curve to the study through the storage URL.
     # Staging off: a trial that moves only speed knobs from one already trained would run timed only, with no curve
-    # (the sampler is unseeded, so that happens about one run in twelve).
+    # (the sampler is unseeded: this sweep drew one in 22 runs here).
     result = run_search("multirun", f"hydra.sweeper.storage='{storage}'", "hydra.sweeper.n_trials=2",
                         "hydra.sweeper.metrics=[val_accuracy]", "hydra.sweeper.direction=maximize",
                         "hydra.sweeper.staging=false", "train.budget_samples=300", "parallel.devices=1", cwd=workdir,
