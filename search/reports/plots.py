@@ -7,15 +7,18 @@ Plotted: the Pareto front (throughput vs. accuracy), and per optimised metric th
 parameter importances, the optimisation history and the knob-by-knob effect
 (slice plot). Only trials that ran `ok` and are feasible are drawn: the
 placeholder values Optuna holds for out-of-memory or infeasible trials
-would otherwise squash every axis.
+would otherwise squash every axis. The Pareto front has one point per
+configuration, at the median of its runs, as the terminal's front table
+does; the other plots draw every run. Trial numbers are the study's.
 """
 from __future__ import annotations
 
 import html
 import logging
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from copy import deepcopy
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,6 +26,7 @@ from typing import Any
 import optuna
 
 from search.reports.choose import measured_ok
+from search.reports.tables import configuration_rows
 from search.sweep.study import study_metrics
 from search.tracking.mlflow_client import log_report
 
@@ -33,19 +37,45 @@ class Plots:
     skipped: list[str] = field(default_factory=list)  # "no plot of importances of val_accuracy: <why>"
 
 
-def _measured(study: optuna.Study) -> optuna.Study:
-    """An in-memory copy holding only the trials worth drawing."""
+def _copy(study: optuna.Study, kept: Mapping[int, list[float]]) -> optuna.Study:
+    """An in-memory copy of the study, trial numbers and all: the trials numbered in `kept`, with those values;
+    every other trial a FAIL placeholder, which no plot draws. (Optuna numbers a study's trials by their
+    order, and the numbers the plots show must be the study's, as in the terminal and MLflow.)"""
     copy = optuna.create_study(directions=study.directions, study_name=study.study_name)
-    copy.add_trials([t for t in study.get_trials(deepcopy=False) if measured_ok(t)])
+    trials = []
+    for t in study.get_trials(deepcopy=False):
+        if t.number not in kept:
+            trials.append(optuna.trial.create_trial(state=optuna.trial.TrialState.FAIL))
+        elif kept[t.number] == t.values:
+            trials.append(t)
+        else:
+            t = deepcopy(t)
+            t.values = kept[t.number]
+            trials.append(t)
+    copy.add_trials(trials)
     return copy
+
+
+def _measured(study: optuna.Study) -> optuna.Study:
+    """The trials worth drawing: every run that ran ok and is feasible."""
+    return _copy(study, {t.number: t.values for t in study.get_trials(deepcopy=False) if measured_ok(t)})
+
+
+def _configurations(study: optuna.Study) -> optuna.Study:
+    """One point per configuration trained at the study's seed, as the terminal's front table has it: its
+    first run, at the median of its runs (search/reports/tables.py configuration_rows). The confirmation's
+    rounds and the second-seed checks are not points of their own."""
+    return _copy(study, {row.trial.number: row.values for row in configuration_rows(study)
+                         if measured_ok(row.trial)})
 
 
 def _figures(study: optuna.Study, metric_names: Sequence[str]) -> list[tuple[str, str, Callable[[Any], Any]]]:
     """(file stem, title, make(module)) where module is optuna.visualization or its matplotlib twin."""
     out: list[tuple[str, str, Callable[[Any], Any]]] = []
     if len(study.directions) > 1:
-        out.append(("pareto_front", "Pareto front",
-                    lambda v: v.plot_pareto_front(study, target_names=list(metric_names))))
+        front = _configurations(study)
+        out.append(("pareto_front", "Pareto front (one point per configuration, the median of its runs)",
+                    lambda v: v.plot_pareto_front(front, target_names=list(metric_names))))
     for i, name in enumerate(metric_names):
         target = (lambda t, i=i: t.values[i]) if len(study.directions) > 1 else None
         kw = {"target": target, "target_name": name}
@@ -124,8 +154,8 @@ def _write_plots(study: optuna.Study, metric_names: Sequence[str], out_dir: Path
     measured = _measured(study)
     plots = Plots()
     sections: list[str] = []
-    if len(measured.trials) < 2:
-        ran = len(measured.trials)
+    ran = sum(measured_ok(t) for t in measured.get_trials(deepcopy=False))
+    if ran < 2:
         plots.skipped.append(f"no plots yet: they need 2 trials that ran ok, the study has {ran}")
         return plots
     for stem, title, make in _figures(measured, metric_names):

@@ -34,26 +34,31 @@ _SPEEDUP_METRICS = {"throughput_samples_per_s": 1, "throughput_tokens_per_s": 1,
 
 @dataclass(frozen=True)
 class Row:
-    """One configuration of the front: its first run at the study's seed, and the medians of all its runs there."""
+    """One configuration: its first run at the study's seed, and the medians of all its runs there."""
 
     trial: FrozenTrial
     values: list[float]
     runs: int
 
 
-def front_rows(study: optuna.Study) -> list[Row]:
-    """The Pareto front (several metrics) or the best five (one metric) of the configurations trained at the
-    study's seed, one row per configuration: its first run there (the search's), with the median of every
-    objective over all its feasible runs there. The confirmation's rounds re-measure the contenders, and the
-    luckiest of a configuration's runs must not make its row (nor a round stand for the configuration the
-    search trained). A run at another seed (the baseline's second, the answer's check) is another draw of a
-    configuration's accuracy, not comparable with the others', so it is left out."""
+def configuration_rows(study: optuna.Study) -> list[Row]:
+    """One row per configuration trained at the study's seed: its first run there (the search's), with the
+    median of every objective over all its feasible runs there. The confirmation's rounds re-measure the
+    contenders, and the luckiest of a configuration's runs must not stand for it (nor a round for the
+    configuration the search trained). A run at another seed (the baseline's second, the answer's check) is
+    another draw of a configuration's accuracy, not comparable with the others', so it is left out."""
     groups: dict[tuple, list[FrozenTrial]] = {}
     for t in study.get_trials(deepcopy=False):
         if t.state == TrialState.COMPLETE and is_feasible(t) and SEED_ATTR not in t.user_attrs:
             groups.setdefault(config_key(t.params), []).append(t)
-    rows = [Row(runs[0], [statistics.median(values) for values in zip(*(t.values for t in runs))], len(runs))
+    return [Row(runs[0], [statistics.median(values) for values in zip(*(t.values for t in runs))], len(runs))
             for runs in groups.values()]
+
+
+def front_rows(study: optuna.Study) -> list[Row]:
+    """The Pareto front (several metrics) or the best five (one metric) of the configurations trained at the
+    study's seed (configuration_rows: one row per configuration, the median of its runs)."""
+    rows = configuration_rows(study)
     if len(study.directions) > 1:
         signs = [1.0 if d == optuna.study.StudyDirection.MAXIMIZE else -1.0 for d in study.directions]
         points = [[s * v for s, v in zip(signs, r.values)] for r in rows]

@@ -50,3 +50,28 @@ def test_knob_importances_rank_what_makes_a_maximised_metric_high() -> None:
     assert ranked["logging"] < 0.2, ranked  # measured: 0.06
     plain = optuna.importance.get_param_importances(study, target=lambda t: t.values[0])  # what the report did
     assert plain["logging"] > 0.4, plain  # measured: 0.63: the knob that only decides how slow the slow ones are
+
+
+def test_plots_keep_the_studys_trial_numbers_and_draw_one_front_point_per_configuration() -> None:
+    """A failed trial, a configuration run three times (the search's run and two confirmation rounds, the
+    luckiest far off), its check at a second seed, another configuration: the plots number the trials as
+    the study does, and the Pareto front has one point per configuration at the median of its runs
+    (as the terminal's front table), not a point per round."""
+    from search.reports.plots import _configurations, _measured
+    from search.sweep.roles import SEED_ATTR
+
+    space = {"batch_size": CategoricalDistribution([32, 64])}
+    study = optuna.create_study(directions=["maximize", "maximize"])
+    ok = {"outcome": "ok"}
+    study.add_trial(optuna.trial.create_trial(state=optuna.trial.TrialState.FAIL))  # trial 0
+    for throughput, attrs in [(100.0, ok), (110.0, ok), (300.0, ok), (90.0, {**ok, SEED_ATTR: 1})]:  # trials 1-4
+        study.add_trial(optuna.trial.create_trial(params={"batch_size": 64}, distributions=space,
+                                                  values=[throughput, 0.9], user_attrs=attrs))
+    study.add_trial(optuna.trial.create_trial(params={"batch_size": 32}, distributions=space,  # trial 5
+                                              values=[80.0, 0.95], user_attrs=ok))
+
+    drawn = _measured(study).get_trials(states=(optuna.trial.TrialState.COMPLETE,))
+    assert [(t.number, t.values[0]) for t in drawn] == [(1, 100.0), (2, 110.0), (3, 300.0), (4, 90.0), (5, 80.0)]
+    points = _configurations(study).get_trials(states=(optuna.trial.TrialState.COMPLETE,))
+    assert [(t.number, t.values) for t in points] == [(1, [110.0, 0.9]), (5, [80.0, 0.95])]
+    assert [t.values for t in study.trials[1:4]] == [[100.0, 0.9], [110.0, 0.9], [300.0, 0.9]]  # the study untouched
