@@ -49,11 +49,16 @@ def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, empty_mlflow_db: Pa
 # No baseline and so no confirmation (docs/answer.md): they add trials every other test would count and wait for;
 # tests/search/sweep/test_answer.py runs them.
 NO_BASELINE = "++hydra.sweeper.baseline_repeats=0"
+# No plots at the sweep's end (seconds of drawing, a third of a small test sweep's CPU): tests that look at the
+# report, or at every file a sweep writes, set hydra.sweeper.report themselves.
+NO_REPORT = "++hydra.sweeper.report=false"
 
 
 def run_search(*args: str, cwd: Path, timeout_s: float = 600, env: dict | None = None) -> subprocess.CompletedProcess:
     if args and args[0] in ("multirun", "nightly") and not any("baseline_repeats" in a for a in args):
         args = (*args, NO_BASELINE)
+    if args and args[0] == "multirun" and not any("hydra.sweeper.report=" in a for a in args):
+        args = (*args, NO_REPORT)
     full_env = {**os.environ, "PYTHONPATH": str(REPO), "COLUMNS": "200",
                 "SEARCH_GPU_DEFAULT": "0",  # the same sweeps on a GPU machine (search/commands/gpu_default.py)
                 **(env or {})}

@@ -120,6 +120,9 @@ class SearchSweeperConf:
     # A configuration whose maths (every swept knob but the speed-only ones) trained already runs throughput-only
     # and carries that accuracy (search/sweep/staging.py). false: every trial trains its whole budget.
     staging: bool = True
+    # The plots at the sweep's end (<sweep dir>/report and the MLflow parent run: seconds of drawing).
+    # false: none; `python -m search report --study-name <study>` writes them whenever they are wanted.
+    report: bool = True
     nightly: NightlyConf = field(default_factory=NightlyConf)
 
 

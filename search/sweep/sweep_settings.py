@@ -55,6 +55,7 @@ class SweepSettings:
     search_for: str = "answer"
     start_design: str = "one_knob_at_a_time"
     staging: bool = True
+    report: bool = True
 
 
 def sweep_settings(objectives: Any = None, **given: Any) -> SweepSettings:

@@ -17,6 +17,7 @@ Hydra registers it through the thin plugin in hydra_plugins/search_sweeper.
 from __future__ import annotations
 
 import random
+import shlex
 import sys
 import threading
 from pathlib import Path
@@ -252,6 +253,7 @@ class SweeperImpl:
                 "early_stopping_startup_trials": s.early_stopping_startup_trials,
                 "accuracy_tolerance": s.accuracy_tolerance, "baseline_repeats": s.baseline_repeats,
                 "confirm_budget": s.confirm_budget, "confirm_candidates": s.confirm_candidates, "staging": s.staging,
+                "report": s.report,
                 "search_for": s.search_for,
                 "start_design": "one_knob_at_a_time" if self._starts_from_design(plan) else "sampler",  # as run
                 **{f"space.{k}": repr(d) for k, d in plan.space.distributions.items()}}
@@ -261,7 +263,13 @@ class SweeperImpl:
         """The front, the plots, the hooks' end, the answer; exit non-zero when the sweep gave up or a hook says so."""
         print_front(study, metric_names)
         report_dir = self.sweep_dir / "report"
-        plot_files = write_report(study, report_dir, sweep.parent_run_id)
+        if self.settings.report:
+            plot_files = write_report(study, report_dir, sweep.parent_run_id)
+        else:
+            plot_files = []
+            command = ["python", "-m", "search", "report", "--storage", storage_location(self.settings.storage),
+                       "--study-name", study.study_name]
+            print(f"report: no plots (hydra.sweeper.report=false); {shlex.join(command)} writes them", flush=True)
         hook_status = self.hooks.finish(metric_names, report_dir, sweep.parent_run_id, plot_files)
         print(f"MLflow: {mlflow_client.how_to_look()}   (experiment {self.settings.experiment_name or plan.study_name!r}:"
               f" {mlflow_client.experiment_url(sweep.experiment_id)})", flush=True)
@@ -297,5 +305,5 @@ class SweeperImpl:
                 isolate.import_in_background("torch")
             self._warming.join()
             self._warming = None
-            # The report's plotting modules (seconds), while this process waits on its first trial, not after the last.
-            threading.Thread(target=preload_plots, name="search-preload-plots", daemon=True).start()
+            if self.settings.report:  # the plotting modules (seconds), while this waits on its first trial, not after
+                threading.Thread(target=preload_plots, name="search-preload-plots", daemon=True).start()

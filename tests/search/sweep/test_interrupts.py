@@ -23,7 +23,7 @@ from optuna.trial import TrialState
 from servers import MlflowServer
 from sweep_results import load_study, wait_gone
 
-from conftest import NO_BASELINE, REPO, TESTS
+from conftest import NO_BASELINE, NO_REPORT, REPO, TESTS
 
 pytestmark = pytest.mark.slow
 
@@ -35,7 +35,7 @@ HANGING = ["objective=custom", "objective.callable=faulty_objective:objective", 
 def start(workdir: Path, token: str, fault: str, tracking_uri: str | None = None) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(TESTS)]), "SEARCH_TEST_TOKEN": token,
            "COLUMNS": "200", **({"MLFLOW_TRACKING_URI": tracking_uri} if tracking_uri else {})}
-    return subprocess.Popen([sys.executable, "-m", "search", "multirun", NO_BASELINE, *HANGING, f"+fault.kind={fault}"],
+    return subprocess.Popen([sys.executable, "-m", "search", "multirun", NO_BASELINE, NO_REPORT, *HANGING, f"+fault.kind={fault}"],
                             cwd=workdir, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 

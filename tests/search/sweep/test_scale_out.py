@@ -18,7 +18,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 from optuna.trial import TrialState
 
-from conftest import NO_BASELINE, REPO
+from conftest import NO_BASELINE, NO_REPORT, REPO
 from servers import MlflowServer, Postgres, postgres_available
 
 pytestmark = [pytest.mark.slow,
@@ -47,7 +47,7 @@ def start_workers(servers, workdir: Path, study: str, count: int, *extra: str) -
     pg, mlflow = servers
     env = {**os.environ, "PYTHONPATH": str(REPO), "MLFLOW_TRACKING_URI": mlflow.uri}
     return [subprocess.Popen(  # output to files: a killed worker's trial processes keep pipes open a while
-        [sys.executable, "-m", "search", "multirun", NO_BASELINE, f"hydra.sweeper.storage={pg.url('study')}",
+        [sys.executable, "-m", "search", "multirun", NO_BASELINE, NO_REPORT, f"hydra.sweeper.storage={pg.url('study')}",
          f"hydra.sweeper.study_name={study}", *SPACE, *extra, f"hydra.sweep.dir=multirun/{study}-{i}"],
         cwd=workdir, env=env, stdout=open(workdir / f"worker-{i}.log", "w"), stderr=subprocess.STDOUT)
         for i in range(count)]

@@ -3,6 +3,7 @@ training in subprocesses, in a throwaway working directory."""
 from __future__ import annotations
 
 import os
+import shlex
 from pathlib import Path
 
 import optuna
@@ -19,9 +20,11 @@ SMALL = ["train.budget_samples=1200", "hydra.sweeper.n_trials=4", "hydra.sweeper
 
 
 def test_four_trials_land_in_optuna_and_mlflow_and_a_rerun_resumes(workdir: Path) -> None:
-    first = run_search("multirun", *SMALL, cwd=workdir)
+    first = run_search("multirun", *SMALL, "hydra.sweeper.report=true", cwd=workdir)
     assert first.returncode == 0, first.stderr[-3000:]
     assert "Pareto front" in first.stdout
+    [report] = workdir.glob("multirun/*/*/report")
+    assert {p.name for p in report.iterdir()} >= {"pareto_front.png", "plots.html"}
     assert "mlflow ui --backend-store-uri" in first.stdout
     assert str(workdir / "optuna.journal") in first.stdout
 
@@ -75,3 +78,12 @@ def test_four_trials_land_in_optuna_and_mlflow_and_a_rerun_resumes(workdir: Path
     assert sorted(int(r.data.tags["search.trial_number"]) for r in trial_runs) == sorted(t.number for t in ran)
     assert len({t.user_attrs["mlflow_run_id"] for t in ran}) == 8
     assert len(runs(workdir, "sweep")) == 2
+
+    # hydra.sweeper.report=false (the tests' default, conftest.py): no plots, and the line says how to write them
+    assert [p for p in workdir.glob("multirun/*/*/report")] == [report]
+    [line] = [x for x in second.stdout.splitlines() if x.startswith("report: ")]
+    assert line.startswith("report: no plots (hydra.sweeper.report=false); python -m search report "), line
+    later = run_search(*shlex.split(line.split("; ", 1)[1].removesuffix(" writes them"))[3:], "--out", "later",
+                       cwd=workdir)
+    assert later.returncode == 0, later.stderr[-3000:]
+    assert {p.name for p in (workdir / "later").iterdir()} >= {"pareto_front.png", "plots.html"}

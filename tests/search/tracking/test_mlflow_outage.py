@@ -14,7 +14,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 from optuna.trial import TrialState
 
-from conftest import NO_BASELINE, REPO, run_search
+from conftest import NO_BASELINE, NO_REPORT, REPO, run_search
 from servers import MlflowServer, free_port
 from sweep_results import load_study
 
@@ -48,7 +48,7 @@ def wait_for(predicate, timeout_s: float, what: str) -> None:
 def test_mlflow_down_mid_sweep_then_back(workdir: Path, server: MlflowServer) -> None:
     env = {**os.environ, "PYTHONPATH": str(REPO), "MLFLOW_TRACKING_URI": server.uri}
     sweep = subprocess.Popen(
-        [sys.executable, "-m", "search", "multirun", NO_BASELINE, "hydra.sweeper.n_trials=14", "hydra.sweeper.params=null",
+        [sys.executable, "-m", "search", "multirun", NO_BASELINE, NO_REPORT, "hydra.sweeper.n_trials=14", "hydra.sweeper.params=null",
          "batch_size=choice(64,128)", "train.budget_samples=1000", "parallel.devices=1", "loader.num_workers=0"],
         cwd=workdir, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     client = MlflowClient(server.uri)
@@ -126,7 +126,7 @@ def test_an_outage_that_outlasts_the_sweep_is_repaired_by_the_next_start(workdir
     client = MlflowClient(server.uri)
     experiment = client.get_experiment_by_name("digits")
     assert client.search_runs([experiment.experiment_id], "attributes.status = 'RUNNING'"), "nothing left to repair"
-    workers = [subprocess.Popen([*command, "hydra.sweeper.n_trials=1"], cwd=workdir, env=env, text=True,
+    workers = [subprocess.Popen([*command, NO_REPORT, "hydra.sweeper.n_trials=1"], cwd=workdir, env=env, text=True,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(2)]
     try:
         outputs = [w.communicate(timeout=400) for w in workers]

@@ -99,7 +99,8 @@ def test_canary_password_is_nowhere(workdir: Path, postgres: Postgres, mlflow_se
     # (the sampler is unseeded: this sweep drew one in 22 runs here).
     result = run_search("multirun", f"hydra.sweeper.storage='{storage}'", "hydra.sweeper.n_trials=2",
                         "hydra.sweeper.metrics=[val_accuracy]", "hydra.sweeper.direction=maximize",
-                        "hydra.sweeper.staging=false", "train.budget_samples=300", "parallel.devices=1", cwd=workdir,
+                        "hydra.sweeper.staging=false", "hydra.sweeper.report=true",  # its plots' pages too
+                        "train.budget_samples=300", "parallel.devices=1", cwd=workdir,
                         env={"MLFLOW_TRACKING_URI": tracking})
     assert result.returncode == 0, redact(result.stderr[-3000:])
     assert f"postgresql://search:***@127.0.0.1:{postgres.port}/study" in result.stdout
