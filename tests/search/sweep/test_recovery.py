@@ -22,7 +22,7 @@ from sweep_results import load_study, runs, tagged_processes, wait_gone
 pytestmark = pytest.mark.slow
 
 # Every trial must complete and train in full here; early stopping and staging have their own tests.
-ARGS = ["hydra.sweeper.n_trials=2", "train.budget_samples=6000", "batch_size=choice(32,64)",
+ARGS = ["hydra.sweeper.n_trials=2", "train.budget_samples=3000", "batch_size=choice(32,64)",
         "loader.num_workers=1", "parallel.devices=1", "hydra.sweeper.seed=3",
         "hydra.sweeper.early_stopping=false", "hydra.sweeper.staging=false"]
 
