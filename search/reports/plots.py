@@ -79,7 +79,7 @@ def _figures(study: optuna.Study, metric_names: Sequence[str]) -> list[tuple[str
     for i, name in enumerate(metric_names):
         target = (lambda t, i=i: t.values[i]) if len(study.directions) > 1 else None
         kw = {"target": target, "target_name": name}
-        importances = {"evaluator": _ImportancesOnce(), "target_name": name, "target": (
+        importances = {"evaluator": _importances_once(), "target_name": name, "target": (
             _lower_is_better(i, study.directions[i]) if len(study.directions) > 1 else None)}
         out += [
             (f"importances_{name}", f"Knob importances for {name}",
@@ -98,17 +98,22 @@ def _lower_is_better(index: int, direction: optuna.study.StudyDirection) -> Call
     return lambda t: sign * t.values[index]
 
 
-class _ImportancesOnce(optuna.importance.BaseImportanceEvaluator):
-    """Optuna's default evaluator, run once for both drawings of the same plot (HTML and PNG)."""
+def _importances_once() -> Any:
+    """Optuna's default evaluator, run once for both drawings of the same plot (HTML and PNG). Made here, not
+    at import: optuna.importance imports scikit-learn (a second), which a sweep needs only for its report."""
+    import optuna.importance
 
-    def __init__(self) -> None:
-        self._result: dict[str, float] | None = None
+    class ImportancesOnce(optuna.importance.BaseImportanceEvaluator):
+        def __init__(self) -> None:
+            self._result: dict[str, float] | None = None
 
-    def evaluate(self, study: optuna.Study, params: list[str] | None = None, *,
-                 target: Callable[[Any], float] | None = None) -> dict[str, float]:
-        if self._result is None:
-            self._result = optuna.importance.PedAnovaImportanceEvaluator().evaluate(study, params, target=target)
-        return dict(self._result)
+        def evaluate(self, study: optuna.Study, params: list[str] | None = None, *,
+                     target: Callable[[Any], float] | None = None) -> dict[str, float]:
+            if self._result is None:
+                self._result = optuna.importance.PedAnovaImportanceEvaluator().evaluate(study, params, target=target)
+            return dict(self._result)
+
+    return ImportancesOnce()
 
 
 def preload() -> None:

@@ -36,7 +36,7 @@ def test_knob_importances_rank_what_makes_a_maximised_metric_high() -> None:
     """Optuna's default evaluator (PED-ANOVA) ranks knobs for reaching low values: for throughput the
     report asks it about the fast trials, not the slow ones. Here `workers` decides which trials are
     fast; `logging` only decides how slow the slow ones are."""
-    from search.reports.plots import _ImportancesOnce, _lower_is_better
+    from search.reports.plots import _importances_once, _lower_is_better
 
     space = {"workers": CategoricalDistribution([0, 4]), "logging": CategoricalDistribution([0, 1, 2, 3])}
     study = optuna.create_study(directions=["maximize", "maximize"])
@@ -46,7 +46,7 @@ def test_knob_importances_rank_what_makes_a_maximised_metric_high() -> None:
         throughput = 1000.0 + rng.uniform(0, 50) if p["workers"] else 100.0 / (1 + 3 * p["logging"])
         study.add_trial(optuna.trial.create_trial(params=p, distributions=space, values=[throughput, 0.9]))
     target = _lower_is_better(0, study.directions[0])
-    ranked = optuna.importance.get_param_importances(study, evaluator=_ImportancesOnce(), target=target)
+    ranked = optuna.importance.get_param_importances(study, evaluator=_importances_once(), target=target)
     assert ranked["logging"] < 0.2, ranked  # measured: 0.06
     plain = optuna.importance.get_param_importances(study, target=lambda t: t.values[0])  # what the report did
     assert plain["logging"] > 0.4, plain  # measured: 0.63: the knob that only decides how slow the slow ones are
