@@ -1,7 +1,8 @@
-"""gpt and resnet through run_trial, and the stdlib corpus behind gpt."""
+"""gpt and resnet through run_trial, the stdlib corpus behind gpt, and the digits' data."""
 
 import hashlib
 import math
+from pathlib import Path
 
 import pytest
 
@@ -146,3 +147,24 @@ def test_objective_keys_are_checked_per_name_in_one_line(objective, says):
     with pytest.raises(ConfigError) as err:
         parse_config({"objective": objective})
     assert says in str(err.value) and "fix:" in str(err.value) and "\n" not in str(err.value)
+
+
+def test_the_digits_are_sklearns_and_reading_them_imports_no_sklearn() -> None:
+    """Read from the file scikit-learn ships, the same arrays as sklearn.datasets.load_digits; a trial
+    process (and the forkserver that preloads the workloads) never imports scikit-learn for them."""
+    import subprocess
+    import sys
+
+    import numpy as np
+    from sklearn.datasets import load_digits
+
+    from objectives.digits import load_digits_arrays
+
+    images, labels = load_digits_arrays()
+    expected = load_digits()
+    assert np.array_equal(images, expected.images) and np.array_equal(labels, expected.target)
+    code = ("import sys; import objectives.run; from objectives.digits import load_digits_arrays; "
+            "load_digits_arrays(); print(sorted(m for m in sys.modules if m.split('.')[0] == 'sklearn'))")
+    shown = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                           cwd=Path(__file__).resolve().parents[2])
+    assert shown.returncode == 0 and shown.stdout.strip() == "[]", shown.stdout + shown.stderr[-2000:]
