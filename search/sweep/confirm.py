@@ -189,7 +189,7 @@ def confirm(run: SweepRun, run_trials: RunTrials, base_params: dict[str, Any], s
     best = confirmed[order[0]]
     if failed_check is not None:  # faster beyond noise, but not as accurate at the second seed
         ratio, check = failed_check
-        note = (f"a contender faster beyond noise failed the second-seed accuracy check "
+        note = (f"a contender faster than your configuration beyond noise failed the second-seed accuracy check "
                 f"({ratio.text()}; {check_text(check)})")
         tried = {key(confirmed[i][0].params) for i in order[:2]}
         same = next((c for c in ranked if maths_key(c.params) == maths_key(base_params)

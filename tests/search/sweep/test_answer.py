@@ -243,7 +243,8 @@ def test_when_the_fastest_fails_its_second_seed_check_your_maths_with_faster_kno
     assert answer.params == {"batch_size": 64, "parallel.threads": 2} and not answer.is_baseline, answer
     assert 1.2 < answer.ci_low <= answer.speedup <= answer.ci_high and answer.rounds >= 3, answer
     assert answer.seed_check is not None and answer.seed_check["passed"]
-    assert answer.note.startswith("a contender faster beyond noise failed the second-seed accuracy check")
+    assert answer.note.startswith("a contender faster than your configuration beyond noise failed the second-seed "
+                               "accuracy check")
 
 
 def test_proposals_left_waiting_are_set_aside_for_the_confirmation_and_put_back():
