@@ -268,7 +268,7 @@ class SweeperImpl:
         else:
             plot_files = []
             command = ["python", "-m", "search", "report", "--storage", storage_location(self.settings.storage),
-                       "--study-name", study.study_name]
+                       "--study-name", study.study_name, "--out", str(report_dir)]
             print(f"report: no plots (hydra.sweeper.report=false); {shlex.join(command)} writes them", flush=True)
         hook_status = self.hooks.finish(metric_names, report_dir, sweep.parent_run_id, plot_files)
         print(f"MLflow: {mlflow_client.how_to_look()}   (experiment {self.settings.experiment_name or plan.study_name!r}:"

@@ -45,9 +45,20 @@ def _forkserver() -> Any:
     if _context is None:
         os.environ.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
         ctx = mp.get_context("forkserver")
-        ctx.set_forkserver_preload(_PRELOAD)
+        ctx.set_forkserver_preload(_preload())
         _context = ctx
     return _context
+
+
+def _preload() -> list[str]:
+    """What the forkserver imports, and under a process pool with a start method of its own (joblib's loky:
+    Hydra's joblib launcher runs the sweep's jobs in its workers) the module that defines that method: each
+    child is told its parent's start method, and exits with "cannot find context for 'loky'" unless it is
+    registered in the forkserver it is forked from."""
+    method = mp.get_start_method(allow_none=True)
+    if method in (None, "fork", "spawn", "forkserver"):
+        return list(_PRELOAD)
+    return [*_PRELOAD, type(mp.get_context(method)).__module__]
 
 
 def warm_up() -> threading.Thread:

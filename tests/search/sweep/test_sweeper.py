@@ -83,7 +83,10 @@ def test_four_trials_land_in_optuna_and_mlflow_and_a_rerun_resumes(workdir: Path
     assert [p for p in workdir.glob("multirun/*/*/report")] == [report]
     [line] = [x for x in second.stdout.splitlines() if x.startswith("report: ")]
     assert line.startswith("report: no plots (hydra.sweeper.report=false); python -m search report "), line
-    later = run_search(*shlex.split(line.split("; ", 1)[1].removesuffix(" writes them"))[3:], "--out", "later",
-                       cwd=workdir)
+    command = shlex.split(line.split("; ", 1)[1].removesuffix(" writes them"))
+    later = run_search(*command[3:], cwd=workdir)  # as printed: the report the sweep would have written, where
     assert later.returncode == 0, later.stderr[-3000:]
-    assert {p.name for p in (workdir / "later").iterdir()} >= {"pareto_front.png", "plots.html"}
+    out = (workdir / command[command.index("--out") + 1]).resolve()
+    assert out.name == "report" and out.parent.parent.parent == (workdir / "multirun").resolve()  # the second
+    assert out != report.resolve()  # sweep's own directory
+    assert {p.name for p in out.iterdir()} >= {"pareto_front.png", "plots.html"}
