@@ -3,8 +3,10 @@ to Optuna's gRPC storage proxy (started here with `python -m
 search.sweep.grpc_storage`), and what it writes lands in the proxied database."""
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import optuna
@@ -26,6 +28,14 @@ def test_grpc_proxy_storage(tmp_path: Path) -> None:
                               "--port", str(port)], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                              text=True)
     try:
+        # The proxy imports Optuna and opens its database first: over 10 s (open_storage's wait) under the suite's
+        # load on a slow machine once. Wait for it to listen, then open as a sweep does.
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and proxy.poll() is None:
+            with socket.socket() as probe:
+                if probe.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            time.sleep(0.2)
         storage = open_storage(f"grpc://127.0.0.1:{port}")  # waits until the proxy answers
         study, existed = load_or_create("proxied", storage, ["maximize"], optuna.samplers.RandomSampler(seed=0))
         assert not existed
