@@ -118,11 +118,13 @@ def _importances_once() -> Any:
 
 def preload() -> None:
     """The plotting modules imported ahead (the sweep does it on a background thread while its trials
-    run), so the sweep's end is not spent importing them."""
+    run), so the sweep's end is not spent importing them: optuna.importance (scikit-learn, through
+    fANOVA) alone took 1.4 s on 2 cores."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot  # noqa: F401
+    import optuna.importance  # noqa: F401
     import optuna.visualization  # noqa: F401
     import optuna.visualization.matplotlib  # noqa: F401
 

@@ -16,6 +16,7 @@ Hydra registers it through the thin plugin in hydra_plugins/search_sweeper.
 """
 from __future__ import annotations
 
+import importlib
 import random
 import shlex
 import sys
@@ -47,8 +48,8 @@ from search.sweep.roles import put_back, set_aside_waiting
 from search.sweep.rule_sampler import within_rules
 from search.sweep.staging import staging_applies
 from search.sweep.start_design import enqueue_start, one_knob_at_a_time, start_line, starts_from_design
-from search.sweep.study import (APP_ATTR, app_command, check_space_matches, large_study_notice, load_or_create,
-                                make_sampler, name_metrics, storage_location)
+from search.sweep.study import (APP_ATTR, GP_IMPORTS, app_command, check_space_matches, large_study_notice,
+                                load_or_create, make_sampler, name_metrics, storage_location)
 from search.sweep.sweep_settings import sweep_settings
 from search.sweep.trial_loop import SweepRun, recover, run_enqueued, run_trials
 from search.tracking import mlflow_client, mlflow_repair
@@ -67,8 +68,8 @@ class SweeperImpl:
         self.failure_policy = FailurePolicy(self.settings.max_failure_rate, self.settings.failure_min_trials)
         self.rng = random.Random(self.settings.seed)
         self.baseline: tuple[dict[str, Any], int | None] | None = None  # the user's configuration and seed
-        self._warming: Any = None  # the forkserver's warm-up thread, started by sweep() when trials run here
-        self._sampler_imports_torch = False  # Optuna's GP sampler: torch at its first model-based ask
+        self._warming: Any = None  # the forkserver's warm-up thread, when trials run here
+        self._sampler_imports: tuple[str, ...] = ()  # what the sampler imports at its first model-based ask
 
     def setup(self, *, hydra_context: Any, task_function: Any, config: DictConfig) -> None:
         self.config = config
@@ -82,10 +83,10 @@ class SweeperImpl:
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         mlflow_client.configure_client()
         if self.jobs.run_here():  # the forkserver imports torch on the other core while the sweep is planned
-            self._warming = isolate.warm_up()
+            self._warming = isolate.warm_up()  # started already by the app's Hydra callback: its thread
         try:
             plan = plan_sweep(self.settings, self.jobs, self.hooks, self.sweep_dir, arguments)
-            self._sampler_imports_torch = isinstance(plan.sampler, optuna.samplers.GPSampler)
+            self._sampler_imports = GP_IMPORTS if isinstance(plan.sampler, optuna.samplers.GPSampler) else ()
             self.baseline = self._baseline(plan)
             plan.for_answer = self.baseline is not None and self.settings.search_for == "answer" \
                 and asks_for_answer(plan.metrics, plan.directions)  # the one place that decides it
@@ -300,10 +301,26 @@ class SweeperImpl:
 
     def _wait_for_forkserver(self) -> None:
         if self._warming is not None:
-            if self._sampler_imports_torch:  # now, while this process waits, not between two trials later
-                self._sampler_imports_torch = False
-                isolate.import_in_background("torch")
+            # Now, while this process waits on the forkserver and then on its first trial, not between two
+            # trials or after the last: what the sampler imports at its first model-based ask, and the report's.
+            _import_ahead(self._sampler_imports, plots=self.settings.report)
             self._warming.join()
             self._warming = None
-            if self.settings.report:  # the plotting modules (seconds), while this waits on its first trial, not after
-                threading.Thread(target=preload_plots, name="search-preload-plots", daemon=True).start()
+
+
+def _import_ahead(modules: tuple[str, ...], plots: bool) -> threading.Thread:
+    """Import `modules`, then the report's plotting modules when `plots`, on one background thread:
+    one import after another, since two threads importing scipy at once may deadlock on its module locks."""
+
+    def run() -> None:
+        for module in modules:
+            try:
+                importlib.import_module(module)
+            except ImportError:  # the sampler says so itself when it needs it
+                pass
+        if plots:
+            preload_plots()
+
+    thread = threading.Thread(target=run, name="search-import-ahead", daemon=True)
+    thread.start()
+    return thread

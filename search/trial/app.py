@@ -15,12 +15,13 @@ from __future__ import annotations
 from typing import Any
 
 from hydra.core.hydra_config import HydraConfig
+from hydra.experimental.callback import Callback
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
 from search.trial import slots
 from search.trial.composed_job import handed_config
-from search.trial.isolate import start_isolated
+from search.trial.isolate import start_isolated, warm_up
 from search.trial.typed_config import parse_trial
 
 
@@ -38,6 +39,21 @@ def task(cfg: DictConfig) -> Any:
 
         print_single(job_cfg, result)
     return result
+
+
+BASIC_LAUNCHER = "hydra._internal.core_plugins.basic_launcher.BasicLauncher"
+
+
+class WarmUp(Callback):
+    """conf/config.yaml's Hydra callback: as soon as Hydra has composed a multirun's config, the forkserver
+    every trial is forked from starts importing torch (seconds, on another core) while the sweeper imports
+    its own modules and opens MLflow and the study; the sweeper waits for it before the first trial. Under
+    another launcher the trials run in that launcher's processes, each with its own forkserver: nothing
+    starts here."""
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        if config.hydra.launcher.get("_target_") == BASIC_LAUNCHER:
+            warm_up()
 
 
 def _reporter(cfg: DictConfig) -> Any:

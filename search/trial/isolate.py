@@ -12,7 +12,6 @@ device slots (search/trial/slots.py) can run several trials at once;
 """
 from __future__ import annotations
 
-import importlib
 import json
 import multiprocessing as mp
 import os
@@ -61,38 +60,28 @@ def _preload() -> list[str]:
     return [*_PRELOAD, type(mp.get_context(method)).__module__]
 
 
+_warming: threading.Thread | None = None
+
+
 def warm_up() -> threading.Thread:
     """Start the forkserver (it imports torch: seconds) in the background while
-    the sweep asks for its first trials; join the thread before the first
-    trial starts, so that with device slots the first slot does not hold up
-    the others while torch is imported."""
+    the sweep sets itself up; join the thread before the first trial starts, so
+    that with device slots the first slot does not hold up the others while torch
+    is imported. Started once: the app's Hydra callback starts it as soon as a
+    multirun's config is composed (search/trial/app.py WarmUp), the sweeper calls
+    this again and gets the same thread."""
+    global _warming
+    if _warming is not None:
+        return _warming
 
     def boot() -> None:
         proc = _forkserver().Process(target=time.sleep, args=(0,), name="search-warm-up")
         proc.start()
         proc.join()
 
-    thread = threading.Thread(target=boot, name="search-forkserver-warm-up", daemon=True)
-    thread.start()
-    return thread
-
-
-def import_in_background(*modules: str) -> threading.Thread:
-    """Import `modules` into this (the sweep's) process on a background thread, while it has
-    nothing else to do (waiting for the forkserver). Optuna's GP sampler imports torch at its
-    first model-based ask, which is between two trials, on the sweep's critical path (seconds);
-    the sweep itself never needs torch."""
-
-    def run() -> None:
-        for module in modules:
-            try:
-                importlib.import_module(module)
-            except ImportError:  # the sampler will say so itself when it needs it
-                pass
-
-    thread = threading.Thread(target=run, name="search-preload", daemon=True)
-    thread.start()
-    return thread
+    _warming = threading.Thread(target=boot, name="search-forkserver-warm-up", daemon=True)
+    _warming.start()
+    return _warming
 
 
 @dataclass
