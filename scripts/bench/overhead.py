@@ -5,8 +5,9 @@ Three runners, each in its own fresh interpreter, run the same N trials
 (the same composed digits config, `train.seed` 0..N-1 so no configuration
 repeats), timed from process start to exit from outside:
 
-- `search`: `python -m search multirun` (Optuna journal storage, MLflow on
-  SQLite, every trial in an isolated child forked from a forkserver);
+- `search`: `python -m search multirun`, started as a user starts it (Optuna
+  journal storage, MLflow on SQLite, every trial in an isolated child forked
+  from a forkserver);
 - `optuna loop`: a plain in-process Optuna loop calling objectives.run_trial
   (no isolation, no tracking, in-memory storage);
 - `spawn`: the same Optuna loop starting a new Python interpreter per trial
@@ -39,6 +40,7 @@ throughput to the neighbouring "off" blocks cancels the machine's drift.
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import os
 import subprocess
@@ -77,10 +79,12 @@ def run_search(n: int, overrides: list[str], workdir: Path, tree: Path | None = 
         run_timed_sweep = module.run_timed_sweep
     _create_mlflow_db(workdir)
     seeds = ",".join(str(i) for i in range(n))
+    # `python -m search` as a user starts it (an older checkout's harness may only know its call-timing wrapper)
+    as_started = {"time_calls": False} if "time_calls" in inspect.signature(run_timed_sweep).parameters else {}
     return run_timed_sweep(["multirun", "hydra.sweeper.params=null", f"train.seed=choice({seeds})",
                             f"hydra.sweeper.n_trials={n}", "hydra.sweeper.early_stopping=false",
                             "hydra.sweeper.baseline_repeats=0", "hydra.sweeper.confirm_budget=0", *overrides],
-                           workdir)
+                           workdir, **as_started)
 
 
 def _create_mlflow_db(workdir: Path) -> None:

@@ -35,5 +35,5 @@ def test_a_growing_tree_is_followed_to_its_peak_and_a_steady_one_is_seldom_read(
         proc.wait()
     assert sampler.peak_pss_bytes >= 200 * 2**20, sampler.peak_pss_bytes  # 256 MiB held
     assert reads_when_grown >= 3  # the growth was followed, not only its start
-    assert steady_reads <= 5 < samples, (steady_reads, samples)  # 2 s at one read per 0.5 s at most
+    assert steady_reads <= 2 < samples, (steady_reads, samples)  # 2 s at one read per 2 s at most
     assert sampler.metrics()["peak_pss_tree_bytes"] == float(sampler.peak_pss_bytes)
