@@ -119,7 +119,7 @@ def _importances_once() -> Any:
 def preload() -> None:
     """The plotting modules imported ahead (the sweep does it on a background thread while its trials
     run), so the sweep's end is not spent importing them: optuna.importance (scikit-learn, through
-    fANOVA) alone took 1.4 s on 2 cores."""
+    fANOVA) alone takes about 1 s on 2 cores."""
     import matplotlib
 
     matplotlib.use("Agg")
