@@ -40,7 +40,6 @@ throughput to the neighbouring "off" blocks cancels the machine's drift.
 from __future__ import annotations
 
 import argparse
-import inspect
 import json
 import os
 import subprocess
@@ -67,24 +66,16 @@ _CHILD = ("import json, sys, objectives; cfg = json.load(open(sys.argv[1])); "
 
 
 def run_search(n: int, overrides: list[str], workdir: Path, tree: Path | None = None) -> dict:
-    """The sweep of this checkout, or of `tree` (another checkout, e.g. the commit before a change)."""
-    if tree is None:
-        from timed_sweep import run_timed_sweep
-    else:
-        import importlib.util
+    """The sweep of this checkout, or of `tree` (another checkout, e.g. the commit before a change), both
+    started as a user starts them: `python -m search`, that checkout's code on PYTHONPATH."""
+    from timed_sweep import run_timed_sweep
 
-        spec = importlib.util.spec_from_file_location("baseline_timed_sweep", tree / "scripts/bench/timed_sweep.py")
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        run_timed_sweep = module.run_timed_sweep
     _create_mlflow_db(workdir)
     seeds = ",".join(str(i) for i in range(n))
-    # `python -m search` as a user starts it (an older checkout's harness may only know its call-timing wrapper)
-    as_started = {"time_calls": False} if "time_calls" in inspect.signature(run_timed_sweep).parameters else {}
     return run_timed_sweep(["multirun", "hydra.sweeper.params=null", f"train.seed=choice({seeds})",
                             f"hydra.sweeper.n_trials={n}", "hydra.sweeper.early_stopping=false",
                             "hydra.sweeper.baseline_repeats=0", "hydra.sweeper.confirm_budget=0", *overrides],
-                           workdir, **as_started)
+                           workdir, time_calls=False, repo=tree or REPO)
 
 
 def _create_mlflow_db(workdir: Path) -> None:

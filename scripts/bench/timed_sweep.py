@@ -26,20 +26,22 @@ TIMED = ["configure_client", "check_reachable", "start_sweep", "start_trial", "e
 PER_TRIAL = ("start_trial", "end_trial")
 
 
-def run_timed_sweep(args: list[str], workdir: Path, timeout_s: float = 1800, time_calls: bool = True) -> dict:
+def run_timed_sweep(args: list[str], workdir: Path, timeout_s: float = 1800, time_calls: bool = True,
+                    repo: Path = REPO) -> dict:
     """Run the sweep in `workdir` (its own journal and MLflow database); return
     wall_s (process start to exit, measured outside), the tracking timings and
     each completed trial's metrics with its start/end wall clock.
 
     time_calls=False runs `python -m search` itself, as a user starts it, and times no call: the
     wrapper imports MLflow and the tracking modules before the sweep starts, and exits through
-    `main` rather than the module's own exit, both of which a wall-time comparison must not count."""
+    `main` rather than the module's own exit, both of which a wall-time comparison must not count.
+    `repo`: the checkout whose code runs (another one: the commit before a change)."""
     import optuna
     from optuna.storages import JournalStorage
     from optuna.storages.journal import JournalFileBackend
 
     out = workdir / "tracking-timings.json"
-    env = {**os.environ, "PYTHONPATH": str(REPO), "MLFLOW_TRACKING_URI": f"sqlite:///{workdir}/mlflow.db"}
+    env = {**os.environ, "PYTHONPATH": str(repo), "MLFLOW_TRACKING_URI": f"sqlite:///{workdir}/mlflow.db"}
     started_unix, started = time.time(), time.perf_counter()
     command = [sys.executable, __file__, str(out), *args] if time_calls else [sys.executable, "-m", "search", *args]
     proc = subprocess.run(command, cwd=workdir, env=env, text=True, capture_output=True, timeout=timeout_s)

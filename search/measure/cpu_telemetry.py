@@ -18,8 +18,9 @@ duration, and every 2 s at most; a tree whose RSS grew by a tenth since the last
 once, so a growing trial (a leak, the setup) is followed closely. RSS counts
 the pages a trial shares with the forkserver (torch's) in full and PSS only its
 share, so RSS stays above the peak PSS and the 2 s are what bounds the reads of
-a trial at a steady size: read every 0.5 s, they still left a digits trial at
-0.97-0.98x its throughput without the sampler in interleaved A/Bs on 2 cores.
+a trial at a steady size: read every 0.5 s, they left a digits trial at 0.971x,
+0.975x, 0.981x and 0.998x its throughput without the sampler in four interleaved
+A/Bs on 2 cores; every 2 s, 0.997x and 0.988x.
 The tree itself (a scan of every process on the machine) is looked up every 0.5 s.
 """
 from __future__ import annotations

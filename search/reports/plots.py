@@ -152,19 +152,19 @@ def write_plots(study: optuna.Study, metric_names: Sequence[str], out_dir: Path)
 
 
 def _write_plots(study: optuna.Study, metric_names: Sequence[str], out_dir: Path) -> Plots:
-    preload()
-    import matplotlib.pyplot as plt
-    import optuna.visualization as interactive
-    import optuna.visualization.matplotlib as static
-
     out_dir.mkdir(parents=True, exist_ok=True)
     measured = _measured(study)
     plots = Plots()
     sections: list[str] = []
     ran = sum(measured_ok(t) for t in measured.get_trials(deepcopy=False))
-    if ran < 2:
+    if ran < 2:  # before the plotting modules: a sweep importing them ahead is not waited for, for nothing
         plots.skipped.append(f"no plots yet: they need 2 trials that ran ok, the study has {ran}")
         return plots
+    preload()
+    import matplotlib.pyplot as plt
+    import optuna.visualization as interactive
+    import optuna.visualization.matplotlib as static
+
     for stem, title, make in _figures(measured, metric_names):
         try:
             figure = make(interactive)

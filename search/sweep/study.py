@@ -186,8 +186,8 @@ def make_sampler(sampler_cfg: Any, seed: int | None, distributions: Mapping[str,
 
 GP_LARGE_STUDY_TRIALS = 500
 # What Optuna's GPSampler imports lazily at its first model-based ask, between two trials, on the sweep's
-# critical path: torch, then scipy's Sobol engine and L-BFGS-B (that first ask took 2.3 s on 2 cores with
-# torch already imported, the next ones 0.2 s). The sweep imports them on a background thread while it
+# critical path: torch, then scipy's Sobol engine and L-BFGS-B (in a 2-knob study that first ask took 2.3 s on
+# 2 cores with torch already imported, the next ones 0.2 s). The sweep imports them on a background thread while it
 # waits on its first trial (search/sweep/sweeper.py).
 GP_IMPORTS = ("torch", "scipy.stats.qmc", "scipy.optimize")
 
