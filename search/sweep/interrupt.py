@@ -18,6 +18,13 @@ answering), and a watchdog thread ends the process CLEANUP_BOUND_S after the
 first signal whatever it is waiting on (a study storage that stopped
 answering), with the exit status the first signal asked for. Whatever that
 leaves RUNNING is closed and retried by the next start (search/sweep/recovery.py).
+
+"First" means first to arrive. Python runs the handlers of signals that are
+pending together in signal-number order, SIGINT (2) before SIGTERM (15), so
+a SIGTERM followed 50 ms later by a Ctrl-C, while the main thread waited for
+the GIL on a loaded machine, used to be taken for a Ctrl-C (exit 130, the
+trial not retried). The arrival order comes from the wakeup fd instead, to
+which Python's C-level handler writes each signal's number as it arrives.
 """
 from __future__ import annotations
 
@@ -37,13 +44,21 @@ SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 _first: int | None = None  # the signal that stopped the sweep
 _raised = False  # whether Interrupted has been raised for it
-_ignored: list[int] = []  # signals after the first
+_arrived: list[int] = []  # every SIGINT and SIGTERM so far, in the order they arrived
+_handled: dict[int, int] = {}  # handler calls per signal
+_wakeup_read_fd: int | None = None
 _depth = 0  # nesting of deferred() sections
 _signalled = threading.Event()
 
 
 def install(bound_s: float = CLEANUP_BOUND_S) -> None:
     """Handle SIGINT and SIGTERM in this (main) thread from now until the process exits."""
+    global _wakeup_read_fd
+    read_fd, write_fd = os.pipe()
+    for fd in (read_fd, write_fd):
+        os.set_blocking(fd, False)
+    signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
+    _wakeup_read_fd = read_fd
     for signum in SIGNALS:
         signal.signal(signum, _handler)
     threading.Thread(target=_watchdog, args=(bound_s,), name="search-interrupt-watchdog", daemon=True).start()
@@ -51,7 +66,7 @@ def install(bound_s: float = CLEANUP_BOUND_S) -> None:
 
 def ignored() -> list[int]:
     """Signals that arrived after the first one (they did not cut the cleanup short)."""
-    return list(_ignored)
+    return _arrived[1:]
 
 
 def ignore_from_now() -> None:
@@ -78,15 +93,29 @@ def deferred() -> Iterator[None]:
 
 def _handler(signum: int, _frame: object) -> None:
     global _first, _raised
+    _arrived.extend(_read_wakeup_fd())
+    _handled[signum] = _handled.get(signum, 0) + 1
+    if _handled[signum] > _arrived.count(signum):  # the wakeup fd was taken over by other code: handler order
+        _arrived.append(signum)
     if _first is not None:
-        _ignored.append(signum)
         return
-    _first = signum
+    _first = _arrived[0]
     _bound_mlflow_requests()
     _signalled.set()
     if _depth == 0:
         _raised = True
-        raise Interrupted(signum)
+        raise Interrupted(_first)
+
+
+def _read_wakeup_fd() -> list[int]:
+    """The SIGINTs and SIGTERMs written to the wakeup fd since the last read, in arrival order."""
+    if _wakeup_read_fd is None:
+        return []
+    try:
+        written = os.read(_wakeup_read_fd, 4096)
+    except (BlockingIOError, OSError):
+        return []
+    return [signum for signum in written if signum in SIGNALS]
 
 
 def _bound_mlflow_requests() -> None:
