@@ -310,7 +310,13 @@ class SweeperImpl:
 
 def _import_ahead(modules: tuple[str, ...], plots: bool) -> threading.Thread:
     """Import `modules`, then the report's plotting modules when `plots`, on one background thread:
-    one import after another, since two threads importing scipy at once may deadlock on its module locks."""
+    one import after another, since two threads importing scipy at once may deadlock on its module locks.
+    Not a daemon: Python's exit waits for it. Before Python 3.14 a daemon thread that asks for the GIL
+    after the interpreter began finalising is ended with pthread_exit, whose forced unwinding through a C++
+    frame that may not throw (a pybind11 extension's init calling back into Python: scipy's) is
+    std::terminate. A one-trial sweep of a fast objective ended while this thread was still importing, and
+    died of SIGABRT ("terminate called without an active exception") in the suite. Waiting costs a sweep
+    that short what is left of the imports, seconds at most."""
 
     def run() -> None:
         for module in modules:
@@ -321,6 +327,6 @@ def _import_ahead(modules: tuple[str, ...], plots: bool) -> threading.Thread:
         if plots:
             preload_plots()
 
-    thread = threading.Thread(target=run, name="search-import-ahead", daemon=True)
+    thread = threading.Thread(target=run, name="search-import-ahead", daemon=False)
     thread.start()
     return thread
