@@ -101,5 +101,11 @@ def unused_keys(cfg: TrialConfig) -> set[str]:
     return {key for knob in KNOBS if knob.unused is not None for key in knob.unused(section_of(cfg, knob))}
 
 
+def resolved_values(cfg: TrialConfig, hw: Hardware) -> dict[str, Any]:
+    """The keys written as "auto" (null) in this config, as a trial on this machine runs them."""
+    return {key: value for knob in KNOBS if knob.resolved is not None
+            for key, value in knob.resolved(section_of(cfg, knob), hw).items()}
+
+
 def section_of(cfg: TrialConfig, knob: Knob) -> Any:
     return getattr(cfg, knob.section)

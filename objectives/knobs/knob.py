@@ -49,6 +49,10 @@ class Knob:
     unused: Callable[[Any], tuple[str, ...]] | None = None
     """``unused(cfg.<section>)``: its keys that this section's values leave without effect (persistent workers
     without workers), so a sweep does not spend a trial on moving them (search/sweep/start_design.py)."""
+    resolved: Callable[[Any, Hardware], Mapping[str, Any]] | None = None
+    """``resolved(cfg.<section>, hardware)``: its keys written as "auto" (null), as a trial on this machine
+    runs them (``loader.pin_memory: null`` is on with a GPU, off without), so a sweep does not spend a trial on
+    moving one to the value it already runs with (search/sweep/start_design.py)."""
     speed_only: tuple[str, ...] = ()
     """Its keys that change how fast the same training runs, not what it computes (workers, threads, compile):
     a sweep times such a variation without training it again (search/sweep/staging.py). Every other key is

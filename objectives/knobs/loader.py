@@ -28,6 +28,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
+from objectives.hardware import Hardware
 from objectives.knobs.knob import Knob
 
 if TYPE_CHECKING:
@@ -48,6 +49,16 @@ class LoaderConfig:
     """Batches each worker loads ahead; used only when ``num_workers > 0``."""
     augment_on_device: bool = False
     """Load un-augmented samples and augment whole batches on the device."""
+
+
+def trial_device_type(hardware: Hardware) -> str:
+    """Where a trial on this machine trains: on CUDA whenever it has a GPU (loader_kwargs reads torch's view)."""
+    return "cuda" if hardware.gpu_count else "cpu"
+
+
+def resolved_values(loader: LoaderConfig, hardware: Hardware) -> dict[str, Any]:
+    """``loader.pin_memory`` as a trial on this machine runs it (null: on with a GPU)."""
+    return {"loader.pin_memory": pin_memory(loader, trial_device_type(hardware))}
 
 
 def pin_memory(loader: LoaderConfig, device_type: str) -> bool:
@@ -99,5 +110,6 @@ KNOB = Knob(
     },
     applies=("apply_loader",),
     unused=unused_keys,
+    resolved=resolved_values,
     speed_only=('loader.num_workers', 'loader.pin_memory', 'loader.persistent_workers', 'loader.prefetch_factor'),
 )

@@ -15,6 +15,7 @@ study for its samplers and its reports.
 from __future__ import annotations
 
 import statistics
+from dataclasses import replace
 from typing import Any, Callable, Mapping
 
 import optuna
@@ -65,7 +66,7 @@ def fit_baseline(space: Space, params: dict[str, Any]) -> tuple[Space, list[str]
         if dist is not None:
             widened[key] = dist
             notes.append(f"the baseline's {key}={value!r} is not in the space: added to it")
-    return Space(widened, space.fixed_overrides, space.forbids, space.unused), notes
+    return replace(space, distributions=widened), notes
 
 
 def baseline_trials(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:

@@ -81,6 +81,14 @@ class Rules:
 
         return unused_keys(with_values(self.base, params)) & self.swept
 
+    def resolved(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        """``params`` as a trial on this machine runs them: a swept key written as "auto" (null) resolved."""
+        from objectives.config import with_values
+        from objectives.knobs import resolved_values
+
+        runs = resolved_values(with_values(self.base, params), self.hardware)
+        return {key: runs.get(key, value) for key, value in params.items()}
+
     def open_fields(self, params: Mapping[str, Any]) -> set[str]:
         """Swept keys left out of ``params`` that rules broken at their defaults read."""
         from objectives.config import with_values
@@ -117,7 +125,7 @@ def fit_to_rules(space: Space, base: TrialConfig, hardware: Hardware) -> tuple[S
         distributions[key] = CategoricalDistribution(kept)
         for v, err in dropped.items():
             (unrunnable if isinstance(err, HardwareError) else clashing).append(f"{to_override(key, v)} ({err})")
-    fitted = Space(distributions, space.fixed_overrides, rules.broken, rules.unused)
+    fitted = Space(distributions, space.fixed_overrides, rules.broken, rules.unused, rules.resolved)
     notes = []
     if unrunnable:
         notes.append(f"removed from the search space, this machine cannot run them: {'; '.join(unrunnable)}")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -48,6 +48,10 @@ class Space:
     unused: Callable[[Mapping[str, Any]], set[str]] | None = None
     """``unused(params)`` -> the swept keys these values leave without effect (persistent workers without
     workers); set with ``forbids``."""
+
+    resolved: Callable[[Mapping[str, Any]], dict[str, Any]] | None = None
+    """``resolved(params)`` -> ``params`` as a trial on this machine runs them, a key written as "auto" (null)
+    resolved (``loader.pin_memory``: on with a GPU); set with ``forbids``."""
 
     def broken_rule(self, params: Mapping[str, Any]) -> Any:
         return self.forbids(params) if self.forbids is not None else None
@@ -162,7 +166,7 @@ def keep_applied(space: Space, applied: Sequence[str] | None, who: str,
     if not dropped:
         return space, None
     line = (f"not searched: {', '.join(dropped)}: {who} applies only {', '.join(applied)}")
-    return Space(kept, space.fixed_overrides, space.forbids, space.unused), line
+    return replace(space, distributions=kept), line
 
 
 def _param_lines(params: Mapping[str, Any], prefix: str = "") -> Iterator[str]:

@@ -79,16 +79,21 @@ def _farthest(dist: BaseDistribution, value: Any, rng: random.Random,
 
 def one_knob_at_a_time(baseline: Mapping[str, Any], distributions: Mapping[str, BaseDistribution],
                        forbids: Callable[[Mapping[str, Any]], Any] | None,
-                       rng: random.Random, unused: Callable[[Mapping[str, Any]], set[str]] | None = None
+                       rng: random.Random, unused: Callable[[Mapping[str, Any]], set[str]] | None = None,
+                       resolved: Callable[[Mapping[str, Any]], Mapping[str, Any]] | None = None
                        ) -> list[tuple[str, dict[str, Any]]]:
     """(knob, configuration) for each move of a knob of the space that stays within its rules and has an effect
-    (``unused(params)``: the keys ``params`` leave without one, as persistent workers without workers)."""
+    (``unused(params)``: the keys ``params`` leave without one, as persistent workers without workers), to a
+    value the baseline does not already run with (``resolved(params)``: "auto" values as this machine runs
+    them: ``loader.pin_memory: null`` is ``true`` with a GPU, so the move is to ``false`` there)."""
+    runs = resolved or (lambda params: params)
     design = []
     for name, dist in distributions.items():
         if name not in baseline or (unused is not None and name in unused(baseline)):
             continue
         def allowed(value: Any, name: str = name) -> bool:
-            return forbids is None or forbids({**baseline, name: value}) is None
+            moved = {**baseline, name: value}
+            return (forbids is None or forbids(moved) is None) and runs(moved)[name] != runs(baseline)[name]
 
         design += [(name, {**baseline, name: value}) for value in _farthest(dist, baseline[name], rng, allowed)
                    if allowed(value)]

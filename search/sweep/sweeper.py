@@ -236,7 +236,7 @@ class SweeperImpl:
         if not self._starts_from_design(plan):
             return
         design = one_knob_at_a_time(baseline, plan.space.distributions, plan.space.forbids, self.rng,
-                                    plan.space.unused)
+                                    plan.space.unused, plan.space.resolved)
         enqueue_start(study, design)
         if design:
             print(start_line(design, room, self.settings.n_trials), flush=True)

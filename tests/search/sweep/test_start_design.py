@@ -93,6 +93,22 @@ def test_a_knob_the_baseline_leaves_without_effect_does_not_move():
     assert moved == ["loader.num_workers", "loader.num_workers", "loader.persistent_workers", "batch_size"]
 
 
+@pytest.mark.parametrize("seed", range(4))  # the drawn value of a choice that is not a number, several draws
+def test_a_move_to_the_value_auto_already_runs_with_is_never_made(seed):
+    """loader.pin_memory: null (conf/config.yaml) is on with a GPU and off without: moved to true on a GPU
+    machine, or to either on a CPU one, the baseline would run again under another name."""
+    gpu = Hardware(cpu_cores=16, gpu_count=1, compute_capability=(9, 0))
+    arguments = ["loader.pin_memory=choice(false,true)", "batch_size=choice(32,64)"]
+    base = {"loader.pin_memory": None, "batch_size": 32}
+    moves = {}
+    for name, hardware in (("gpu", gpu), ("cpu", TWO_CORES)):
+        space, _ = fit_to_rules(build_space({}, arguments), parse_values({}), hardware)
+        moves[name] = [(knob, params[knob]) for knob, params in one_knob_at_a_time(
+            base, space.distributions, space.forbids, random.Random(seed), space.unused, space.resolved)]
+    assert moves["gpu"] == [("loader.pin_memory", False), ("batch_size", 64)]
+    assert moves["cpu"] == [("batch_size", 64)]
+
+
 def test_start_trials_are_proposals_the_baseline_is_measured_as_asked():
     study = optuna.create_study(directions=["maximize", "maximize"])
     enqueue(study, dict(BASELINE), "baseline")
