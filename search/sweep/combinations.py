@@ -19,6 +19,7 @@ Here they meet the space, before anything is created:
 """
 from __future__ import annotations
 
+import functools
 import itertools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Mapping, TypeVar
@@ -82,12 +83,22 @@ class Rules:
         return unused_keys(with_values(self.base, params)) & self.swept
 
     def resolved(self, params: Mapping[str, Any]) -> dict[str, Any]:
-        """``params`` as a trial on this machine runs them: a swept key written as "auto" (null) resolved."""
+        """``params`` as a trial on this machine runs them: a swept key written as "auto" (null) resolved.
+        Called for every configuration the sampler's repeat check looks at: params without such a key
+        come back as they are, without building a config."""
         from objectives.config import with_values
         from objectives.knobs import resolved_values
 
+        if not self._resolvable.intersection(params):
+            return dict(params)
         runs = resolved_values(with_values(self.base, params), self.hardware)
         return {key: runs.get(key, value) for key, value in params.items()}
+
+    @functools.cached_property
+    def _resolvable(self) -> frozenset[str]:
+        from objectives.knobs import resolved_values
+
+        return frozenset(resolved_values(self.base, self.hardware))
 
     def open_fields(self, params: Mapping[str, Any]) -> set[str]:
         """Swept keys left out of ``params`` that rules broken at their defaults read."""

@@ -13,7 +13,9 @@ a failed trial marked `search.repeat_of` (samplers ignore failed trials, and
 no MLflow run or training is spent on it) and an unseen configuration drawn
 at random is enqueued in its place. Once every configuration has run, the
 sampler's proposal runs anyway, and so does a trial enqueued on purpose (a
-retry, a re-measurement).
+retry, a re-measurement). A configuration is what runs on this machine, not
+how it is written (Space.resolved): on a GPU, `loader.pin_memory` null and
+true are one configuration.
 """
 from __future__ import annotations
 
@@ -29,15 +31,23 @@ REPLACES_ATTR = "search.replaces"  # on the unseen configuration that ran instea
 _DRAWS = 200
 
 
-def completed_configurations(study: optuna.Study, but: int | None = None) -> dict[tuple, int]:
+Resolved = Callable[[Mapping[str, Any]], Mapping[str, Any]]  # Space.resolved: "auto" values as this machine runs them
+
+
+def completed_configurations(study: optuna.Study, but: int | None = None,
+                             resolved: Resolved | None = None) -> dict[tuple, int]:
     """Configurations that ran to an answer (completed, or stopped early: its rule would stop it
     again) or are running now (other device slots and workers run trials at the same time),
-    except trial number `but`."""
+    except trial number `but`; keyed as this machine runs them (``resolved``)."""
     done = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING))
-    return {_key(t.params): t.number for t in done if t.number != but}
+    return {configuration_key(t.params, resolved): t.number for t in done if t.number != but}
 
 
-def _key(params: Mapping[str, Any]) -> tuple:
+def configuration_key(params: Mapping[str, Any], resolved: Resolved | None = None) -> tuple:
+    """A configuration as this machine runs it: with ``resolved``, ``loader.pin_memory: null`` and ``true``
+    are one configuration on a GPU (null is on there), not two."""
+    if resolved is not None:
+        params = resolved(params)
     return tuple(sorted((k, repr(v)) for k, v in params.items()))
 
 
@@ -53,19 +63,21 @@ def _draw(dist: BaseDistribution, rng: random.Random) -> Any:
 
 
 def ask_unseen(study: optuna.Study, distributions: Mapping[str, BaseDistribution], rng: random.Random,
-               forbids: Callable[[Mapping[str, Any]], Any] | None = None) -> optuna.Trial:
+               forbids: Callable[[Mapping[str, Any]], Any] | None = None,
+               resolved: Resolved | None = None) -> optuna.Trial:
     """The sampler's proposal, or an unseen configuration in place of a repeat; ``forbids(params)``
-    (the space's rules, search/sweep/combinations.py) keeps the replacement inside the rules."""
+    (the space's rules, search/sweep/combinations.py) keeps the replacement inside the rules, and
+    ``resolved`` (Space.resolved) tells a repeat by what runs, not by how it is written."""
     trial = study.ask(dict(distributions))
     if "fixed_params" in study._storage.get_trial_system_attrs(trial._trial_id):  # enqueued on purpose: it runs
         return trial
-    seen = completed_configurations(study, but=trial.number)
-    repeat_of = seen.get(_key(trial.params))
+    seen = completed_configurations(study, but=trial.number, resolved=resolved)
+    repeat_of = seen.get(configuration_key(trial.params, resolved))
     if repeat_of is None:
         return trial
     for _ in range(_DRAWS):
         params = {k: _draw(d, rng) for k, d in distributions.items()}
-        if _key(params) not in seen and (forbids is None or forbids(params) is None):
+        if configuration_key(params, resolved) not in seen and (forbids is None or forbids(params) is None):
             trial.set_user_attr(REPEAT_ATTR, repeat_of)
             trial.set_user_attr("outcome", "skipped")
             trial.set_user_attr("reason", f"repeats trial {repeat_of}; an unseen configuration runs instead")

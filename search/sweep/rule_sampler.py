@@ -48,6 +48,7 @@ from optuna.distributions import (
 from optuna.samplers import BaseSampler
 from optuna.trial import FrozenTrial, TrialState
 
+from search.sweep.no_repeat import Resolved, completed_configurations, configuration_key
 from search.sweep.wrapped_sampler import WrappedSampler
 
 _REDRAWS = 3
@@ -59,10 +60,11 @@ REPAIRED_ATTR = "search.repaired"  # the values changed to keep a joint proposal
 
 class RuleAwareSampler(WrappedSampler):
     def __init__(self, base: BaseSampler, forbids: Callable[[Mapping[str, Any]], Any], seed: int | None = None,
-                 avoid_repeats: bool = True):
+                 avoid_repeats: bool = True, resolved: Resolved | None = None):
         super().__init__(base)
         self.avoid_repeats = avoid_repeats  # False: repeats pass (the replay's "before", search_efficiency.py)
         self._forbids = forbids
+        self._resolved = resolved  # Space.resolved: a repeat is what runs the same here, however written
         self._rng = random.Random(seed)
         self._relative: dict[int, dict[str, Any]] = {}  # trial number -> its joint proposal, until it ends
 
@@ -74,7 +76,7 @@ class RuleAwareSampler(WrappedSampler):
                 break
             params = self.base.sample_relative(study, trial, search_space)
         proposed = dict(params)
-        seen = _seen(study)
+        seen = set(completed_configurations(study, resolved=self._resolved))
         params = self._repaired(dict(params), trial.params, search_space, seen)
         if self.avoid_repeats:
             params = self._unseen(params, trial.params, search_space, seen)
@@ -104,7 +106,7 @@ class RuleAwareSampler(WrappedSampler):
         """``value``, or when every configuration it can still lead to has run (or breaks a rule), another
         value of ``name`` that leaves an unseen one (the value is sampled on its own: random, or univariate)."""
         trials = study.get_trials(deepcopy=False, states=_RUN_STATES)
-        seen = {_key(t.params) for t in trials}
+        seen = {self._key(t.params) for t in trials}
         space: dict[str, BaseDistribution] = {}
         for t in trials:
             space.update(t.distributions)
@@ -126,9 +128,12 @@ class RuleAwareSampler(WrappedSampler):
             return False
         for values in itertools.product(*choices):
             full = {**partial, **dict(zip(rest, values))}
-            if _key(full) not in seen and self._forbids(full) is None:
+            if self._key(full) not in seen and self._forbids(full) is None:
                 return False
         return True
+
+    def _key(self, params: Mapping[str, Any]) -> tuple:
+        return configuration_key(params, self._resolved)
 
     def after_trial(self, study: optuna.Study, trial: FrozenTrial, state: TrialState,
                     values: Any) -> None:
@@ -139,13 +144,13 @@ class RuleAwareSampler(WrappedSampler):
                 seen: set[tuple]) -> dict[str, Any]:
         """``params``, or when they repeat a configuration the study has run, the nearest unseen one within
         the rules: one value changed if any such change is unseen, else two, else one drawn at random."""
-        if not params or _key({**fixed, **params}) not in seen:
+        if not params or self._key({**fixed, **params}) not in seen:
             return params
         keys = [k for k in params if k in space]
 
         def ok(candidate: dict[str, Any]) -> bool:
             full = {**fixed, **candidate}
-            return _key(full) not in seen and self._forbids(full) is None
+            return self._key(full) not in seen and self._forbids(full) is None
 
         ones = [{**params, k: v} for k in keys for v in _choices(space[k]) if v != params[k]]
         found = [c for c in ones if ok(c)]
@@ -173,7 +178,7 @@ class RuleAwareSampler(WrappedSampler):
             keys = [k for k in getattr(broken, "fields", ()) if k in params and k in space]
             changes = [(k, v) for k in keys for v in _choices(space[k])
                        if v != params[k] and self._forbids({**fixed, **params, k: v}) is None]
-            unseen = [(k, v) for k, v in changes if _key({**fixed, **params, k: v}) not in seen]
+            unseen = [(k, v) for k, v in changes if self._key({**fixed, **params, k: v}) not in seen]
             if not changes:
                 changes = [(k, v) for k in keys for v in _choices(space[k]) if v != params[k]]
             if not changes:
@@ -184,30 +189,18 @@ class RuleAwareSampler(WrappedSampler):
 
 
 def within_rules(sampler: BaseSampler, forbids: Callable[[Mapping[str, Any]], Any] | None,
-                 seed: int | None = None) -> BaseSampler:
+                 seed: int | None = None, resolved: Resolved | None = None) -> BaseSampler:
     """The sampler kept inside the rules (``forbids`` None: a space without rules) and away from repeats;
     the grid sampler (it enumerates its grid, each point once) is left as it is."""
     from optuna.samplers import GridSampler
 
     if isinstance(sampler, GridSampler):
         return sampler
-    return RuleAwareSampler(sampler, forbids or _no_rule, seed)
+    return RuleAwareSampler(sampler, forbids or _no_rule, seed, resolved=resolved)
 
 
 def _no_rule(params: Mapping[str, Any]) -> None:
     return None
-
-
-def _seen(study: optuna.Study) -> set[tuple]:
-    from search.sweep.no_repeat import completed_configurations
-
-    return set(completed_configurations(study))
-
-
-def _key(params: Mapping[str, Any]) -> tuple:
-    from search.sweep.no_repeat import _key as key
-
-    return key(params)
 
 
 def _countable(dist: BaseDistribution) -> bool:

@@ -46,3 +46,32 @@ def test_the_rule_aware_sampler_repairs_repeats_before_a_trial_number_is_spent()
         assert len(set(ran)) == 6, ran
         assert all(t.state == TrialState.COMPLETE for t in study.trials)  # none skipped
         assert any(REPAIRED_ATTR in t.user_attrs for t in study.trials)  # the model did ask for a repeat
+
+
+def test_a_configuration_written_another_way_that_runs_the_same_here_is_a_repeat() -> None:
+    """On a GPU, loader.pin_memory null is on (the baseline's null is added to a choice(false, true) space):
+    null and true run the same there, so of the 3 x 2 written configurations only 4 are different runs,
+    and each runs once before any runs again; on a CPU, where neither null nor true pins memory, 2."""
+    from objectives import Hardware
+    from objectives.config import parse_values
+    from search.sweep.baseline import fit_baseline
+    from search.sweep.combinations import fit_to_rules
+    from search.sweep.rule_sampler import within_rules
+    from search.sweep.space import build_space
+
+    gpu = Hardware(cpu_cores=16, gpu_count=1, compute_capability=(9, 0))
+    cpu = Hardware(cpu_cores=2, why_no_gpu="none here")
+    for hardware, runs in ((gpu, 4), (cpu, 2)):
+        space, _ = fit_to_rules(build_space({}, ["loader.pin_memory=choice(false,true)", "batch_size=choice(32,64)"]),
+                                parse_values({}), hardware)
+        space, _ = fit_baseline(space, {"loader.pin_memory": None, "batch_size": 32})  # as the sweep widens it
+        assert len(space.distributions["loader.pin_memory"].choices) == 3
+        study = optuna.create_study(directions=["maximize"], sampler=within_rules(
+            optuna.samplers.TPESampler(seed=0, n_startup_trials=2, multivariate=True), space.forbids, 0,
+            space.resolved))
+        ran = []
+        for _ in range(runs):
+            trial = ask_unseen(study, space.distributions, random.Random(0), space.forbids, space.resolved)
+            ran.append(space.resolved(trial.params))
+            study.tell(trial, float(trial.params["batch_size"]))
+        assert len({tuple(sorted(r.items())) for r in ran}) == runs, (hardware, ran)
