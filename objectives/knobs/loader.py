@@ -51,14 +51,9 @@ class LoaderConfig:
     """Load un-augmented samples and augment whole batches on the device."""
 
 
-def trial_device_type(hardware: Hardware) -> str:
-    """Where a trial on this machine trains: on CUDA whenever it has a GPU (loader_kwargs reads torch's view)."""
-    return "cuda" if hardware.gpu_count else "cpu"
-
-
 def resolved_values(loader: LoaderConfig, hardware: Hardware) -> dict[str, Any]:
     """``loader.pin_memory`` as a trial on this machine runs it (null: on with a GPU)."""
-    return {"loader.pin_memory": pin_memory(loader, trial_device_type(hardware))}
+    return {"loader.pin_memory": pin_memory(loader, hardware.device_type)}
 
 
 def pin_memory(loader: LoaderConfig, device_type: str) -> bool:

@@ -21,9 +21,9 @@ leaves RUNNING is closed and retried by the next start (search/sweep/recovery.py
 
 "First" means first to arrive. Python runs the handlers of signals that are
 pending together in signal-number order, SIGINT (2) before SIGTERM (15), so
-a SIGTERM followed 50 ms later by a Ctrl-C, while the main thread waited for
-the GIL on a loaded machine, used to be taken for a Ctrl-C (exit 130, the
-trial not retried). The arrival order comes from the wakeup fd instead, to
+a SIGTERM followed 50 ms later by a Ctrl-C, while the main thread could not
+run Python (one long C call; CI's loaded machine), used to be taken for a
+Ctrl-C (exit 130, the trial not retried). The arrival order comes from the wakeup fd instead, to
 which Python's C-level handler writes each signal's number as it arrives.
 """
 from __future__ import annotations

@@ -313,10 +313,10 @@ def _import_ahead(modules: tuple[str, ...], plots: bool) -> threading.Thread:
     one import after another, since two threads importing scipy at once may deadlock on its module locks.
     Not a daemon: Python's exit waits for it. Before Python 3.14 a daemon thread that asks for the GIL
     after the interpreter began finalising is ended with pthread_exit, whose forced unwinding through a C++
-    frame that may not throw (a pybind11 extension's init calling back into Python: scipy's) is
-    std::terminate. A one-trial sweep of a fast objective ended while this thread was still importing, and
-    died of SIGABRT ("terminate called without an active exception") in the suite. Waiting costs a sweep
-    that short what is left of the imports, seconds at most."""
+    frame that may not throw (an extension module's init calling back into Python) is std::terminate.
+    A one-trial sweep of a fast objective died of SIGABRT ("terminate called without an active
+    exception") in the suite, likely so: its end can come while this thread still imports. Waiting costs
+    a sweep that short what is left of those imports."""
 
     def run() -> None:
         for module in modules:
