@@ -14,6 +14,10 @@ from __future__ import annotations
 
 import signal
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from search.commands.gpu_default import GpuFacts
 
 USAGE = """usage: python -m search {multirun,run,nightly} [hydra overrides ...]
        python -m search run --from FILE [hydra overrides ...]
@@ -73,19 +77,11 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def run_hydra(command: str, rest: list[str]) -> None:
-    from search.commands.gpu_default import gpu_default
-    from search.commands.precheck import check_command_line
     from search.errors import BadInput, Interrupted, exit_bad_input
-    from search.measure.nvml import pin_cuda_device_order
     from search.sweep import interrupt
 
     try:
-        if command == "run":
-            rest = exported_overrides(rest)
-        rest = check_command_line(rest)
-        pin_cuda_device_order()  # before Hydra, the forkserver or any trial: children inherit it
-        if command == "multirun" and (gpu := gpu_default(rest)):  # a GPU and no objective=/search=: measure the GPU
-            rest = check_command_line([*rest, *gpu])
+        rest = hydra_arguments(command, rest)
     except BadInput as err:
         exit_bad_input(err)
 
@@ -106,6 +102,22 @@ def run_hydra(command: str, rest: list[str]) -> None:
         then = "the trial was not measured" if command == "run" else "run the same command again to resume"
         print(f"search: {str(err) or 'interrupted by SIGINT (Ctrl-C)'}{also}; {then}", file=sys.stderr, flush=True)
         raise SystemExit(getattr(err, "exit_status", 130)) from None
+
+
+def hydra_arguments(command: str, rest: list[str], gpu_facts: GpuFacts | None = None) -> list[str]:
+    """The command line Hydra gets, checked: `--from` files expanded, and on a GPU machine the GPU
+    default added before the check, so that keys only its objective has (objective.size=...,
+    objective.val_batches=...) are checked against the config the sweep will compose."""
+    from search.commands.gpu_default import gpu_default
+    from search.commands.precheck import check_command_line
+    from search.measure.nvml import pin_cuda_device_order
+
+    if command == "run":
+        rest = exported_overrides(rest)
+    pin_cuda_device_order()  # before Hydra, the forkserver or any trial: children inherit it
+    if command == "multirun":
+        rest = [*rest, *gpu_default(rest, gpu_facts)]  # a GPU and no objective=/search=: measure the GPU
+    return check_command_line(rest)
 
 
 def exported_overrides(rest: list[str]) -> list[str]:

@@ -19,7 +19,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from conftest import REPO
+from conftest import REPO, pythonpath
 
 _DRIVER = r"""
 import atexit, json, os, sys
@@ -62,13 +62,13 @@ for line in sys.stdin:
 
 class ForkedCli:
     def __init__(self) -> None:
-        env = {**os.environ, "PYTHONPATH": str(REPO)}
+        env = {**os.environ, "PYTHONPATH": pythonpath()}
         self._driver = subprocess.Popen([sys.executable, "-c", _DRIVER], stdin=subprocess.PIPE,
                                         stdout=subprocess.PIPE, text=True, env=env, cwd=REPO)
 
     def run(self, *args: str, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
         """Like conftest.run_search: the same environment, the same result."""
-        full_env = {**os.environ, "PYTHONPATH": str(REPO), "COLUMNS": "200", "SEARCH_GPU_DEFAULT": "0", **(env or {})}
+        full_env = {**os.environ, "PYTHONPATH": pythonpath(), "COLUMNS": "200", "SEARCH_GPU_DEFAULT": "0", **(env or {})}
         with tempfile.TemporaryDirectory() as tmp:
             out, err = Path(tmp) / "stdout", Path(tmp) / "stderr"
             request = {"args": list(args), "cwd": str(cwd), "env": full_env, "stdout": str(out), "stderr": str(err)}

@@ -14,6 +14,12 @@ REPO = Path(__file__).resolve().parent.parent
 TESTS = Path(__file__).resolve().parent  # the helper objectives (faulty_objective.py, ...) and servers.py
 
 
+def pythonpath(*paths: Path | str) -> str:
+    """A child's PYTHONPATH: `paths` (the repository by default) first, then this process's own, where
+    a machine may keep packages it has no other place for (a GPU box's wheels unpacked into a folder)."""
+    return os.pathsep.join([*map(str, paths or (REPO,)), *filter(None, [os.environ.get("PYTHONPATH")])])
+
+
 @pytest.fixture(scope="session")
 def empty_mlflow_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """An empty MLflow SQLite database made by MLflow itself, once per test worker: creating
@@ -59,7 +65,7 @@ def run_search(*args: str, cwd: Path, timeout_s: float = 600, env: dict | None =
         args = (*args, NO_BASELINE)
     if args and args[0] == "multirun" and not any("hydra.sweeper.report=" in a for a in args):
         args = (*args, NO_REPORT)
-    full_env = {**os.environ, "PYTHONPATH": str(REPO), "COLUMNS": "200",
+    full_env = {**os.environ, "PYTHONPATH": pythonpath(), "COLUMNS": "200",
                 "SEARCH_GPU_DEFAULT": "0",  # the same sweeps on a GPU machine (search/commands/gpu_default.py)
                 **(env or {})}
     return subprocess.run([sys.executable, "-m", "search", *args], cwd=cwd, env=full_env, text=True,

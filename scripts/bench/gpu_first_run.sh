@@ -3,11 +3,12 @@
 #   lane 1: nvidia-smi, `search doctor`, the cuda-marked tests, `search selftest`
 #   lane 2: a shortened GPU default sweep (`python -m search multirun`, gpt2-small on
 #           conf/search/gpu.yaml with a small budget), side by side with lane 1
-# The lanes share the GPU, so lane 2's speeds are for "does it run", not for
-# BENCHMARKS.
+# Side by side the lanes share the GPU, so lane 2's speeds are for "does it run";
+# ONE_AT_A_TIME=1 runs lane 1 first, then lane 2 alone, for speeds worth reporting.
 #
 # Usage: bash scripts/bench/gpu_first_run.sh OUTDIR [lane 2's extra overrides ...]
-#   env: PYTHON (default python3), CHECKS_CAP_S (default 330), SWEEP_CAP_S (default 330)
+#   env: PYTHON (default python3), CHECKS_CAP_S (default 330), SWEEP_CAP_S (default 330),
+#        ONE_AT_A_TIME (default 0), SELFTEST_ARGS (e.g. "--only precision"; default: every value)
 # Runs from the repository without installing it (PYTHONPATH), each lane in its own
 # temporary directory; OUTDIR gets checks.log, sweep.log and sweep.tar.gz (the sweep's
 # directory and MLflow store).
@@ -32,10 +33,12 @@ checks() {
   echo "== doctor"; timeout -k 10 60 "$py" -m search doctor; echo "doctor exit $?"
   echo "== cuda tests"
   (cd "$repo" && timeout -k 10 120 "$py" -m pytest -q -n 0 -p no:cacheprovider -m cuda \
-      tests/search/measure/test_nvml_telemetry.py tests/search/commands/test_gpu_default.py); echo "cuda tests exit $?"
+      tests/search/measure/test_nvml_telemetry.py tests/search/commands/test_gpu_default.py \
+      tests/objectives/knobs/test_gpu_paths.py); echo "cuda tests exit $?"
   local left=$((checks_cap - (SECONDS - t0)))
   echo "== selftest (cap ${left} s)"
-  timeout -k 20 -s INT "$left" "$py" -m search selftest --timeout-s 120 trial.compile_timeout_s=180
+  # shellcheck disable=SC2086
+  timeout -k 20 -s INT "$left" "$py" -m search selftest --timeout-s 120 ${SELFTEST_ARGS:-} trial.compile_timeout_s=180
   echo "selftest exit $?"
 }
 
@@ -52,10 +55,15 @@ sweep() {
   tar czf "$out/sweep.tar.gz" --exclude='*.pt' . 2>/dev/null
 }
 
-checks >"$out/checks.log" 2>&1 &
-a=$!
-sweep "$@" >"$out/sweep.log" 2>&1 &
-b=$!
-wait $a $b
+if [ "${ONE_AT_A_TIME:-0}" = 1 ]; then
+  checks >"$out/checks.log" 2>&1
+  sweep "$@" >"$out/sweep.log" 2>&1
+else
+  checks >"$out/checks.log" 2>&1 &
+  a=$!
+  sweep "$@" >"$out/sweep.log" 2>&1 &
+  b=$!
+  wait $a $b
+fi
 echo "---- checks.log (tail)"; tail -n 60 "$out/checks.log"
 echo "---- sweep.log (tail)"; tail -n 60 "$out/sweep.log"

@@ -111,6 +111,36 @@ def test_two_four_sparsifies_the_autocast_dtype_weight_and_the_gradient_reaches_
         layer(torch.zeros(2, 256))  # without autocast the kernel would refuse the fp32 weight
 
 
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_two_four_trains_on_a_gpu_with_batched_sequence_inputs():
+    """The kernels themselves: 2:4 forward on (batch, seq, features) input under bf16 autocast, against a
+    dense matmul on the same pruned weight, and the straight-through gradients (torch 2.11's cuSPARSELt
+    matmul asserted a 2-D packed weight, which torchao's sparsify did not give it)."""
+    from objectives.knobs.semi_sparse import AutocastSemiSparseLinear
+
+    torch.manual_seed(0)
+    layer = AutocastSemiSparseLinear(256, 256).cuda()
+    with torch.no_grad():
+        layer.bias.zero_()  # so that the identity below reads the pruned weight exactly
+    x = torch.randn(4, 8, 256, device="cuda", requires_grad=True)
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        y = layer(x)
+        pruned = layer(torch.eye(256, device="cuda")).t()  # row i of eye @ W.t() is W[:, i]
+    assert y.shape == (4, 8, 256) and y.dtype == torch.bfloat16
+    groups = pruned.float().reshape(256, 64, 4)
+    assert ((groups != 0).sum(-1) <= 2).all() and (groups != 0).float().mean() > 0.45  # two of every four kept
+    kept = pruned != 0
+    assert torch.allclose(pruned[kept].float(), layer.weight.bfloat16()[kept].float(), rtol=1e-2, atol=1e-2)
+    ref = torch.nn.functional.linear(x.detach().bfloat16(), pruned)
+    assert (y.float() - ref.float()).norm() / ref.float().norm() < 1e-2
+    y.float().sum().backward()
+    assert layer.weight.grad.dtype == torch.float32 and torch.isfinite(layer.weight.grad).all()
+    column_sums = x.detach().reshape(-1, 256).sum(0)  # d(sum y)/dW[o, i] = sum over rows of x[:, i], for every o
+    assert torch.allclose(layer.weight.grad, column_sums.expand(256, 256), rtol=2e-2, atol=0.5)
+    assert torch.allclose(x.grad.reshape(-1, 256)[0], pruned.float().sum(0), rtol=2e-2, atol=0.1)
+
+
 # -- fp8 ----------------------------------------------------------------------------------------
 
 

@@ -92,6 +92,20 @@ def test_the_line_goes_to_stdout_or_to_stderr_when_stdout_is_a_config(capsys) ->
     assert out == "" and err.startswith("search: GPU default on")
 
 
+def test_keys_of_the_gpu_defaults_objective_are_checked_with_it(monkeypatch, capsys) -> None:
+    """On an H100, `multirun objective.val_batches=4` failed with exit 2: the command line was checked
+    against the CPU default (digits has no val_batches) before the GPU default was added."""
+    from search.__main__ import hydra_arguments
+    from search.errors import BadInput
+
+    monkeypatch.setenv("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
+    args = hydra_arguments("multirun", ["objective.val_batches=4", "objective.size=tiny"], gpu_facts=EIGHT_H100)
+    assert args == ["objective.val_batches=4", "objective.size=tiny", "objective=gpt", "search=gpu"]
+    assert capsys.readouterr().out.startswith("search: GPU default on")
+    with pytest.raises(BadInput, match="Could not override 'objective.val_batches'"):
+        hydra_arguments("multirun", ["objective.val_batches=4"], gpu_facts=GpuFacts())  # no GPU: digits
+
+
 def test_another_config_tree_is_left_alone() -> None:
     assert gpu_default(["--config-name", "mine"], facts=EIGHT_H100) == []
 

@@ -22,7 +22,7 @@ from pathlib import Path
 import optuna
 import pytest
 import yaml
-from conftest import REPO, TESTS, run_search
+from conftest import REPO, TESTS, pythonpath, run_search
 from mlflow.tracking import MlflowClient
 from omegaconf import OmegaConf
 from optuna.storages import JournalStorage
@@ -74,7 +74,7 @@ def nights(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Nights]:
     """Night 1, night 2 the same, night 3 slower: run once, looked at by the tests below."""
     root = tmp_path_factory.mktemp("nightly")
     server = MlflowServer(f"sqlite:///{root}/server.db").start()
-    env = {"MLFLOW_TRACKING_URI": server.uri, "PYTHONPATH": os.pathsep.join([str(REPO), str(TESTS)])}
+    env = {"MLFLOW_TRACKING_URI": server.uri, "PYTHONPATH": pythonpath(REPO, TESTS)}
     found = Nights(root, server, env, {}, {})
     try:
         for name, extra in (("night-1", []), ("night-2", []), ("night-3", [SLOW])):

@@ -23,7 +23,7 @@ from optuna.trial import TrialState
 from servers import MlflowServer
 from sweep_results import load_study, wait_gone
 
-from conftest import NO_BASELINE, NO_REPORT, REPO, TESTS
+from conftest import NO_BASELINE, NO_REPORT, REPO, TESTS, pythonpath
 
 pytestmark = pytest.mark.slow
 
@@ -33,7 +33,7 @@ HANGING = ["objective=custom", "objective.callable=faulty_objective:objective", 
 
 
 def start(workdir: Path, token: str, fault: str, tracking_uri: str | None = None) -> subprocess.Popen:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(TESTS)]), "SEARCH_TEST_TOKEN": token,
+    env = {**os.environ, "PYTHONPATH": pythonpath(REPO, TESTS), "SEARCH_TEST_TOKEN": token,
            "COLUMNS": "200", **({"MLFLOW_TRACKING_URI": tracking_uri} if tracking_uri else {})}
     return subprocess.Popen([sys.executable, "-m", "search", "multirun", NO_BASELINE, NO_REPORT, *HANGING, f"+fault.kind={fault}"],
                             cwd=workdir, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -194,7 +194,7 @@ DEFERRED = textwrap.dedent("""
 
 
 def test_a_signal_inside_a_deferred_section_is_raised_at_its_end_and_later_ones_are_ignored() -> None:
-    done = subprocess.run([sys.executable, "-c", DEFERRED], env={**os.environ, "PYTHONPATH": str(REPO)},
+    done = subprocess.run([sys.executable, "-c", DEFERRED], env={**os.environ, "PYTHONPATH": pythonpath()},
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 130, done.stderr
     assert done.stdout.splitlines() == ["the section finished", "raised at its end: interrupted by SIGINT (Ctrl-C)",
@@ -203,7 +203,7 @@ def test_a_signal_inside_a_deferred_section_is_raised_at_its_end_and_later_ones_
 
 def test_a_cleanup_that_hangs_ends_at_the_bound_with_the_first_signals_status() -> None:
     started = time.monotonic()
-    done = subprocess.run([sys.executable, "-c", WATCHDOG], env={**os.environ, "PYTHONPATH": str(REPO)},
+    done = subprocess.run([sys.executable, "-c", WATCHDOG], env={**os.environ, "PYTHONPATH": pythonpath()},
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 143, done.stderr
     assert time.monotonic() - started < 45  # 1 s bound; the rest is importing on a loaded machine

@@ -15,7 +15,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from conftest import REPO
+from conftest import pythonpath
 from sweep_results import load_study, runs
 
 pytestmark = pytest.mark.slow
@@ -68,7 +68,7 @@ def write_app(tmp: Path, config: str) -> None:
 
 
 def sweep(tmp: Path, *overrides: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(REPO), "COLUMNS": "200"}  # the sweeper plugin, installed
+    env = {**os.environ, "PYTHONPATH": pythonpath(), "COLUMNS": "200"}  # the sweeper plugin, installed
     return subprocess.run([sys.executable, "app.py", "--multirun", *overrides], check=False, cwd=tmp, env=env,
                           text=True, capture_output=True, timeout=600)
 
@@ -133,7 +133,7 @@ def test_export_of_an_own_app_study_reproduces_it_with_that_app(workdir: Path) -
     write_app(workdir, OLD_PLUGIN_CONFIG.replace("n_trials: 3", "n_trials: 2"))
     result = sweep(workdir)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env = {**os.environ, "PYTHONPATH": pythonpath()}
     exported = subprocess.run([sys.executable, "-m", "search", "export", "--out", "best.yaml"], cwd=workdir,
                               env=env, text=True, capture_output=True, timeout=120)
     assert exported.returncode == 0, exported.stdout[-3000:] + exported.stderr[-3000:]

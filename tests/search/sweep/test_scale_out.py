@@ -18,7 +18,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 from optuna.trial import TrialState
 
-from conftest import NO_BASELINE, NO_REPORT, REPO
+from conftest import NO_BASELINE, NO_REPORT, pythonpath
 from servers import MlflowServer, Postgres, postgres_available
 
 pytestmark = [pytest.mark.slow,
@@ -45,7 +45,7 @@ def servers():
 
 def start_workers(servers, workdir: Path, study: str, count: int, *extra: str) -> list[subprocess.Popen]:
     pg, mlflow = servers
-    env = {**os.environ, "PYTHONPATH": str(REPO), "MLFLOW_TRACKING_URI": mlflow.uri}
+    env = {**os.environ, "PYTHONPATH": pythonpath(), "MLFLOW_TRACKING_URI": mlflow.uri}
     return [subprocess.Popen(  # output to files: a killed worker's trial processes keep pipes open a while
         [sys.executable, "-m", "search", "multirun", NO_BASELINE, NO_REPORT, f"hydra.sweeper.storage={pg.url('study')}",
          f"hydra.sweeper.study_name={study}", *SPACE, *extra, f"hydra.sweep.dir=multirun/{study}-{i}"],

@@ -11,7 +11,7 @@ import pytest
 from optuna.storages import JournalStorage
 from optuna.storages.journal import JournalFileBackend
 
-from conftest import REPO, run_search
+from conftest import REPO, pythonpath, run_search
 from sweep_results import runs
 
 pytestmark = pytest.mark.slow
@@ -92,7 +92,7 @@ def test_users_own_objective_from_outside_the_repo_through_target_only(workdir: 
         "objective.model={_target_: user_objective.Mlp, hidden: 64}",
         "objective.train_dataset={_target_: user_objective.Blobs, n: 512, seed: 0}",
         "objective.val_dataset={_target_: user_objective.Blobs, n: 256, seed: 1}",
-        "train.budget_samples=1024", cwd=workdir, env={"PYTHONPATH": f"{REPO}:{outside}"})
+        "train.budget_samples=1024", cwd=workdir, env={"PYTHONPATH": pythonpath(REPO, outside)})
     assert result.returncode == 0, result.stderr[-3000:]
     trials = study(workdir, "user_objective.Mlp").trials  # named after the model's _target_
     assert [t.user_attrs["outcome"] for t in trials] == ["ok", "ok"]
