@@ -159,7 +159,7 @@ def confirm(run: SweepRun, run_trials: RunTrials, base_params: dict[str, Any], s
                 f"hydra.sweeper.confirm_budget)") if found > len(contenders) else ""
     say(f"confirming: your configuration and {len(contenders)} contender(s) within noise of the fastest, "
         f"re-measured in interleaved rounds (budget {budget_s:.0f} s, {settings.confirm_budget:.0%} of the "
-        f"search){left_out}")
+        f"search){left_out}{over_budget_note(len(contenders), round_trial_s, check_s, budget_s)}")
     _rounds(study, run_trials, configs, round_trial_s, lambda spent, per_round: spent + per_round + check_s > budget_s)
     confirmed = []
     for c in contenders:
@@ -241,12 +241,27 @@ def check_text(check: Mapping[str, Any]) -> str:
             f"{check['val_accuracy']:.4f} vs {check['baseline_val_accuracy']:.4f})")
 
 
+def minimum_s(contenders: int, round_trial_s: float, check_s: float) -> float:
+    """The least a confirmation costs: 3 rounds of the contenders and the baseline, and one check."""
+    return MIN_ROUNDS * (contenders + 1) * round_trial_s + check_s
+
+
+def over_budget_note(contenders: int, round_trial_s: float, check_s: float, budget_s: float) -> str:
+    """'' when the minimum confirmation fits the budget; else what it will take, why, and the way out."""
+    least = minimum_s(contenders, round_trial_s, check_s)
+    if least <= budget_s:
+        return ""
+    return (f"; its minimum, {MIN_ROUNDS} rounds and one check, takes ~{least:.0f} s, over the budget: each run's "
+            f"fixed cost (start-up, model build, evaluation) is large against so short a search; a longer search "
+            f"(train.budget_samples, hydra.sweeper.n_trials) keeps it inside, hydra.sweeper.confirm_budget=0 skips it")
+
+
 def within_budget(contenders: list[Contender], round_trial_s: float, check_s: float,
                   budget_s: float) -> list[Contender]:
     """The contenders (fastest first) whose minimum confirmation fits the budget: 3 rounds of them and the
     baseline, and one check; the slowest left out first, the fastest kept even over the budget."""
     kept = list(contenders)
-    while len(kept) > 1 and MIN_ROUNDS * (len(kept) + 1) * round_trial_s + check_s > budget_s:
+    while len(kept) > 1 and minimum_s(len(kept), round_trial_s, check_s) > budget_s:
         kept = kept[:-1]
     return kept
 

@@ -91,7 +91,7 @@ def test_two_four_counts_flops_on_the_dense_model_before_the_swap():
     assert m["flops_per_sample"] == m["flops_per_sample_before_model_pruning"] > 0
     assert m["params_count"] == m["params_count_before_model_pruning"]
     assert m["model_pruning_semi_structured_layers"] == 2
-    with pytest.raises(NotImplementedError, match="_sparse_semi_structured_tile"):  # why it must count first
+    with pytest.raises(RuntimeError, match="Only CUDA tensors"):  # the packing is CUDA only: why it must count first
         with torch.autocast("cpu", dtype=torch.bfloat16):
             pruned.model(torch.zeros(1, 256))
 
@@ -111,34 +111,79 @@ def test_two_four_sparsifies_the_autocast_dtype_weight_and_the_gradient_reaches_
         layer(torch.zeros(2, 256))  # without autocast the kernel would refuse the fp32 weight
 
 
-@pytest.mark.cuda
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
-def test_two_four_trains_on_a_gpu_with_batched_sequence_inputs():
-    """The kernels themselves: 2:4 forward on (batch, seq, features) input under bf16 autocast, against a
-    dense matmul on the same pruned weight, and the straight-through gradients (torch 2.11's cuSPARSELt
-    matmul asserted a 2-D packed weight, which torchao's sparsify did not give it)."""
+def two_four_reference(layer, x):
+    """What the 2:4 layer must compute: a dense linear on the bf16 weight with NVIDIA's 2:4 mask."""
+    from objectives.knobs.semi_sparse import two_four_mask
+
+    weight = layer.weight.detach().bfloat16()
+    pruned = weight * two_four_mask(weight)
+    return pruned, torch.nn.functional.linear(x.detach().bfloat16(), pruned, layer.bias.detach().bfloat16())
+
+
+def check_two_four_layer(device: str) -> None:
+    """Forward on (batch, seq, features) under bf16 autocast against the dense reference; straight-through
+    gradients: d(sum y)/dW[o, i] = the sum of x[:, i] for every o, pruned or not; d(sum y)/dx = pruned's column sums."""
     from objectives.knobs.semi_sparse import AutocastSemiSparseLinear
 
     torch.manual_seed(0)
-    layer = AutocastSemiSparseLinear(256, 256).cuda()
-    with torch.no_grad():
-        layer.bias.zero_()  # so that the identity below reads the pruned weight exactly
-    x = torch.randn(4, 8, 256, device="cuda", requires_grad=True)
-    with torch.autocast("cuda", dtype=torch.bfloat16):
+    layer = AutocastSemiSparseLinear(256, 384).to(device)
+    x = torch.randn(4, 8, 256, device=device, requires_grad=True)
+    with torch.autocast(device, dtype=torch.bfloat16):
         y = layer(x)
-        pruned = layer(torch.eye(256, device="cuda")).t()  # row i of eye @ W.t() is W[:, i]
-    assert y.shape == (4, 8, 256) and y.dtype == torch.bfloat16
-    groups = pruned.float().reshape(256, 64, 4)
-    assert ((groups != 0).sum(-1) <= 2).all() and (groups != 0).float().mean() > 0.45  # two of every four kept
-    kept = pruned != 0
-    assert torch.allclose(pruned[kept].float(), layer.weight.bfloat16()[kept].float(), rtol=1e-2, atol=1e-2)
-    ref = torch.nn.functional.linear(x.detach().bfloat16(), pruned)
+    pruned, ref = two_four_reference(layer, x)
+    assert y.shape == (4, 8, 384) and y.dtype == torch.bfloat16
     assert (y.float() - ref.float()).norm() / ref.float().norm() < 1e-2
     y.float().sum().backward()
-    assert layer.weight.grad.dtype == torch.float32 and torch.isfinite(layer.weight.grad).all()
-    column_sums = x.detach().reshape(-1, 256).sum(0)  # d(sum y)/dW[o, i] = sum over rows of x[:, i], for every o
-    assert torch.allclose(layer.weight.grad, column_sums.expand(256, 256), rtol=2e-2, atol=0.5)
-    assert torch.allclose(x.grad.reshape(-1, 256)[0], pruned.float().sum(0), rtol=2e-2, atol=0.1)
+    assert layer.weight.grad.dtype == torch.float32 and x.grad.dtype == torch.float32
+    column_sums = x.detach().reshape(-1, 256).sum(0)
+    assert torch.allclose(layer.weight.grad, column_sums.expand(384, 256), rtol=2e-2, atol=0.5)
+    assert torch.allclose(x.grad[0, 0], pruned.float().sum(0), rtol=2e-2, atol=0.1)
+    assert torch.allclose(layer.bias.grad, torch.full((384,), 32.0, device=device))
+
+
+def test_two_four_mask_keeps_the_two_largest_magnitudes_of_every_four_in_a_row():
+    from objectives.knobs.semi_sparse import two_four_mask
+
+    weight = torch.tensor([[0.1, -0.9, 0.3, 0.2, 1.0, 2.0, -3.0, 0.0]])
+    assert two_four_mask(weight).tolist() == [[False, True, True, False, False, True, True, False]]
+    mask = two_four_mask(torch.randn(64, 128))
+    assert (mask.reshape(64, 32, 4).sum(-1) == 2).all()
+
+
+@pytest.fixture
+def dense_packing(monkeypatch):
+    """The CPU has no 2:4 packing (to_sparse_semi_structured takes CUDA tensors): the dense pruned weight
+    stands in for it, so that everything around the sparse matmul runs here."""
+    from objectives.knobs import semi_sparse
+
+    monkeypatch.setattr(semi_sparse, "_CHECKED", set())
+    monkeypatch.setattr(semi_sparse, "to_sparse_semi_structured", lambda pruned: pruned)
+    return monkeypatch
+
+
+def test_two_four_layer_computes_the_pruned_linear_and_straight_through_gradients_on_the_cpu(dense_packing):
+    check_two_four_layer("cpu")
+
+
+def test_a_sparse_matmul_that_misplaces_weights_fails_the_first_forward(dense_packing):
+    """torch 2.11's tile-kernel path multiplied an H200's inputs by misplaced weights without an error."""
+    from objectives.knobs import semi_sparse
+
+    dense_packing.setattr(semi_sparse, "to_sparse_semi_structured", lambda pruned: pruned.roll(1, dims=1))
+    layer = semi_sparse.AutocastSemiSparseLinear(256, 128)
+    with pytest.raises(RuntimeError, match="does not multiply by the pruned weight .*fix: model_pruning.method=structured"):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            layer(torch.randn(2, 256))
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_two_four_trains_on_a_gpu_with_batched_sequence_inputs():
+    """The kernels themselves (cuSPARSELt through to_sparse_semi_structured), and the one-time check."""
+    from objectives.knobs.semi_sparse import check_sparse_matmul
+
+    check_sparse_matmul(torch.device("cuda"), torch.bfloat16)
+    check_two_four_layer("cuda")
 
 
 # -- fp8 ----------------------------------------------------------------------------------------

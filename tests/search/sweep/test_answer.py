@@ -72,6 +72,17 @@ def test_the_budget_leaves_out_the_slowest_contenders_and_keeps_the_fastest():
     assert [c.params for c in within_budget(three, 1.0, 4.0, 1.0)] == [{"b": 1}]  # the least it runs
 
 
+def test_a_minimum_over_the_budget_is_said_with_its_cost_and_the_way_out():
+    """A shortened GPU sweep (H200, gpt2-small, 1,024 samples a trial) planned a 14 s budget and spent 84 s:
+    3 rounds of 2 runs at ~10 s each (start-up and model build included) and a 12 s check."""
+    from search.sweep.confirm import over_budget_note
+
+    assert over_budget_note(1, 1.0, 4.0, 16.0) == ""  # 3 x 2 x 1 + 4 = 10 s fits
+    note = over_budget_note(1, 10.0, 12.0, 14.0)
+    assert note.startswith("; its minimum, 3 rounds and one check, takes ~72 s, over the budget")
+    assert "hydra.sweeper.confirm_budget=0" in note and "train.budget_samples" in note
+
+
 def test_the_panel_says_speedup_interval_and_both_accuracies():
     a = Answer({"batch_size": 128, "precision": "bf16"}, ["batch_size=128", "precision=bf16"], False, 1.9, 1.8, 2.0,
                4, 0.912, 0.915, 0.005, seed_check={"seed": 1, "val_accuracy": 0.91, "baseline_val_accuracy": 0.912,
