@@ -12,11 +12,11 @@ revive pruned weights) and are made permanent by ``finalize_model_pruning``.
 (compute capability 8.0+, cuSPARSELt, fp16/bf16 only: a config rule ties it
 to precision bf16 or fp16): the eligible Linear layers are swapped for
 ``AutocastSemiSparseLinear`` (objectives/knobs/semi_sparse.py), which keeps
-two of every four weights of the half-precision copy of the weight (by
-magnitude, every step) and multiplies with the sparse kernels in forward and
-backward; the ratio is one half by definition. Eligible means both weight
-dimensions a multiple of 128 (cuSPARSELt's metadata layout in the tile
-kernel) and not in the workload's ``semi_sparse_kept``: the model's first and
+two of every four weights of a row of the half-precision copy of the weight
+(by magnitude, every step) and multiplies with the sparse kernel in forward
+(backward dense); the ratio is one half by definition. Eligible means both
+weight dimensions a multiple of 128 and not in the workload's
+``semi_sparse_kept``: the model's first and
 last layers and its head, where sparsity costs the most accuracy for the least time saved.
 The swap changes no shape, so FLOPs are counted on the dense model before it
 (the sparse kernels have no CPU version to count them with).
