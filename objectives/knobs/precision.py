@@ -110,12 +110,16 @@ def apply_precision(precision: str, model: nn.Module, device_type: str) -> tuple
     before DDP (DDP must wrap the final modules); ``check_hardware`` has
     refused what this machine cannot run before any work started.
     """
+    import warnings
+
     import torch
 
     if device_type == "cuda":
         tf32 = precision == "tf32"
         torch.backends.cuda.matmul.allow_tf32 = tf32
         torch.backends.cudnn.allow_tf32 = tf32
+        if not tf32:  # off on purpose (fp32 is true fp32; tf32 is its own value): Inductor's advice to turn it on
+            warnings.filterwarnings("ignore", message="TensorFloat32 tensor cores for float32 matrix multiplication")
     fp8_layers = convert_to_fp8(model) if precision == "fp8" else []
     scaler = torch.amp.GradScaler("cuda") if precision == "fp16" else None
     dtype = _AUTOCAST_DTYPE[precision]

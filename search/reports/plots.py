@@ -172,6 +172,7 @@ def _write_plots(study: optuna.Study, metric_names: Sequence[str], out_dir: Path
         except Exception as err:  # e.g. importances need two distinct values of some knob
             plots.skipped.append(f"no plot of {title}: {' '.join(str(err).split())[:160]}")
             continue
+        wrap_dotted_labels(axes)
         first = axes.flat[0] if hasattr(axes, "flat") else axes
         first.figure.savefig(out_dir / f"{stem}.png", dpi=100, bbox_inches="tight")
         plt.close(first.figure)
@@ -184,6 +185,15 @@ def _write_plots(study: optuna.Study, metric_names: Sequence[str], out_dir: Path
                     f"</body></html>")
     plots.files.append(page)
     return plots
+
+
+def wrap_dotted_labels(axes: Any) -> None:
+    """A knob's dotted name on an x axis wraps after its dots: the slice plot sets one panel per knob side by
+    side, and `memory.activation_checkpointing` ran into its neighbours' names (a GPU sweep's report)."""
+    for ax in getattr(axes, "flat", [axes]):
+        label = ax.get_xlabel()
+        if "." in label and "\n" not in label:
+            ax.set_xlabel(label.replace(".", ".\n"))
 
 
 def write_report(study: optuna.Study, out_dir: Path, run_id: str | None) -> list[Path]:

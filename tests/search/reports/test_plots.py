@@ -75,3 +75,24 @@ def test_plots_keep_the_studys_trial_numbers_and_draw_one_front_point_per_config
     points = _configurations(study).get_trials(states=(optuna.trial.TrialState.COMPLETE,))
     assert [(t.number, t.values) for t in points] == [(1, [110.0, 0.9]), (5, [80.0, 0.95])]
     assert [t.values for t in study.trials[1:4]] == [[100.0, 0.9], [110.0, 0.9], [300.0, 0.9]]  # the study untouched
+
+
+def test_a_slice_plots_dotted_knob_names_wrap_after_their_dots() -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import optuna.visualization.matplotlib as static
+
+    from search.reports.plots import wrap_dotted_labels
+
+    study = optuna.create_study(directions=["maximize"])
+    for i in range(4):
+        study.add_trial(optuna.trial.create_trial(
+            params={"memory.activation_checkpointing": i % 2 == 0, "batch_size": 16 * (i + 1)},
+            distributions={"memory.activation_checkpointing": CategoricalDistribution([False, True]),
+                           "batch_size": CategoricalDistribution([16, 32, 48, 64])}, values=[float(i)]))
+    axes = static.plot_slice(study)
+    wrap_dotted_labels(axes)
+    assert sorted(ax.get_xlabel() for ax in axes.flat) == ["batch_size", "memory.\nactivation_checkpointing"]
+    wrap_dotted_labels(axes)  # once only
+    assert "memory.\nactivation_checkpointing" in [ax.get_xlabel() for ax in axes.flat]
