@@ -251,9 +251,9 @@ def over_budget_note(contenders: int, round_trial_s: float, check_s: float, budg
     least = minimum_s(contenders, round_trial_s, check_s)
     if least <= budget_s:
         return ""
-    return (f"; its minimum, {MIN_ROUNDS} rounds and one check, takes ~{least:.0f} s, over the budget: each run's "
-            f"fixed cost (start-up, model build, evaluation) is large against so short a search; a longer search "
-            f"(train.budget_samples, hydra.sweeper.n_trials) keeps it inside, hydra.sweeper.confirm_budget=0 skips it")
+    return (f"; its minimum, {MIN_ROUNDS} rounds and one check, takes ~{least:.0f} s, over the budget (each run's "
+            f"start-up is large against a short search; longer trials keep it inside, "
+            f"hydra.sweeper.confirm_budget=0 skips it)")
 
 
 def within_budget(contenders: list[Contender], round_trial_s: float, check_s: float,
