@@ -28,6 +28,7 @@ from search.measure import nvml
 from search.measure.nvml import GpuReading
 
 SAMPLE_INTERVAL_S = 0.2
+TIMELINE = "timeline/"  # MLflow groups metrics by their prefix before a slash
 SERIES_FIELDS = ("util_gpu_percent", "util_mem_percent", "mem_used_bytes", "power_w", "temp_c", "sm_clock_mhz",
                  "mem_clock_mhz")
 _notice_cache: list[str | None] = []
@@ -235,7 +236,11 @@ def summary(samples: Iterable[GpuReading], intervals: Sequence[tuple[float, floa
 
 
 def series(samples: Iterable[GpuReading]) -> dict[str, list[tuple[int, float, int]]]:
-    """Per GPU and field, (step, value, timestamp_ms) for stepped MLflow metrics such as `gpu0_power_w`."""
+    """Per GPU and field, (step, value, timestamp_ms) for stepped MLflow metrics such as `timeline/gpu0_power_w`.
+
+    MLflow's runs table shows a series' last reading, taken after training (0% utilisation on an H200's
+    fastest trial, whose `gpu_util_percent_mean` over its timed windows was 94%); the `timeline/` group says
+    that this is a timeline, and keeps these columns apart from the trial's own figures."""
     out: dict[str, list[tuple[int, float, int]]] = {}
     steps: dict[int, int] = {}
     for s in sorted(samples, key=lambda s: s.time_unix_s):
@@ -243,7 +248,7 @@ def series(samples: Iterable[GpuReading]) -> dict[str, list[tuple[int, float, in
         for name in SERIES_FIELDS:
             value = getattr(s, name)
             if value is not None:
-                out.setdefault(f"gpu{s.index}_{name}", []).append((step, float(value), int(s.time_unix_s * 1000)))
+                out.setdefault(f"{TIMELINE}gpu{s.index}_{name}", []).append((step, float(value), int(s.time_unix_s * 1000)))
     return out
 
 

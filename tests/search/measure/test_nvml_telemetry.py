@@ -137,8 +137,8 @@ def test_only_the_trials_gpus_are_read_and_series_are_stepped(fake):
     sampler = sample_for(0.2, indices=[2])
     assert {s.index for s in sampler.samples} == {2}
     series = gpu_telemetry.series(sampler.samples)
-    assert set(series) == {f"gpu2_{name}" for name in gpu_telemetry.SERIES_FIELDS}
-    power = series["gpu2_power_w"]
+    assert set(series) == {f"timeline/gpu2_{name}" for name in gpu_telemetry.SERIES_FIELDS}
+    power = series["timeline/gpu2_power_w"]
     assert [step for step, _, _ in power] == list(range(len(sampler.samples)))
     assert all(value == 250.0 and ts == int(s.time_unix_s * 1000) for (_, value, ts), s in zip(power, sampler.samples))
 
