@@ -40,7 +40,8 @@ Examples:
   python -m search multirun hydra.sweeper.n_trials=4 train.budget_samples=3000
   python -m search multirun 'batch_size=choice(64,128)' precision=bf16
   python -m search run batch_size=128 loader.num_workers=2
-Hydra's own flags work too: python -m search multirun --cfg job"""
+Hydra's own flags work too: python -m search multirun --cfg job (the baseline's config; --cfg hydra
+shows the space under hydra.sweeper.params), python -m search multirun --info defaults"""
 
 COMMANDS = {"multirun": ["--multirun"], "run": [], "nightly": ["--multirun", "--config-name", "nightly"],
             "doctor": [], "selftest": [], "report": [], "export": []}
@@ -91,7 +92,7 @@ def run_hydra(command: str, rest: list[str]) -> None:
     from search.trial.app import task
 
     interrupt.install()  # SIGINT, SIGTERM: one clean, bounded stop, whatever follows
-    sys.argv = [sys.argv[0], *COMMANDS[command], *rest]
+    sys.argv = [sys.argv[0], *hydra_flags(command, rest), *rest]
     try:
         hydra.main(config_path=str(conf_dir()), config_name="config", version_base="1.3")(task)()
     except (KeyboardInterrupt, Interrupted) as err:  # what it stopped, the sweep printed trial by trial
@@ -117,7 +118,38 @@ def hydra_arguments(command: str, rest: list[str], gpu_facts: GpuFacts | None = 
     pin_cuda_device_order()  # before Hydra, the forkserver or any trial: children inherit it
     if command == "multirun":
         rest = [*rest, *gpu_default(rest, gpu_facts)]  # a GPU and no objective=/search=: measure the GPU
-    return check_command_line(rest)
+    rest = check_command_line(rest)
+    if "--multirun" in COMMANDS[command] and shows_configuration(rest):
+        rest = sweeps_as_params(rest)  # Hydra composes no sweep outside --multirun; the space shows them
+    return rest
+
+
+def shows_configuration(rest: list[str]) -> bool:
+    """--cfg, --info or --shell-completion: Hydra shows a configuration, which it refuses with --multirun."""
+    from hydra._internal.utils import get_args_parser
+
+    parsed = get_args_parser().parse_args(rest)
+    return bool(parsed.cfg or parsed.info or parsed.shell_completion)
+
+
+def hydra_flags(command: str, rest: list[str]) -> list[str]:
+    """The command's own Hydra flags, without --multirun when the command line asks to be shown a
+    configuration: `multirun --cfg job` shows the configuration the baseline composes, not a traceback."""
+    flags = COMMANDS[command]
+    return [f for f in flags if f != "--multirun"] if "--multirun" in flags and shows_configuration(rest) else flags
+
+
+def sweeps_as_params(rest: list[str]) -> list[str]:
+    """`batch_size=choice(32,64)` as the space entry it stands for (`hydra.sweeper.params.batch_size`),
+    so that a shown configuration has it where the sweep reads it and Hydra composes without --multirun."""
+    from hydra._internal.utils import get_args_parser
+
+    from search.commands.precheck import PARAMS_PREFIX, quote_params_sweep
+    from search.sweep.space import parse_overrides
+
+    sweeps = {o.input_line for o in parse_overrides(get_args_parser().parse_args(rest).overrides)
+              if o.is_sweep_override() and not o.is_hydra_override()}
+    return [quote_params_sweep(PARAMS_PREFIX + a.lstrip("+")) if a in sweeps else a for a in rest]
 
 
 def exported_overrides(rest: list[str]) -> list[str]:

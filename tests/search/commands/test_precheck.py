@@ -121,3 +121,19 @@ def test_a_sweep_takes_the_params_form_from_the_command_line(workdir: Path) -> N
     storage = JournalStorage(JournalFileBackend(str(workdir / "optuna.journal")))
     [trial] = optuna.load_study(study_name="digits", storage=storage).trials
     assert trial.distributions["batch_size"] == CategoricalDistribution([32, 64])
+
+
+def test_multirun_shows_configurations_as_hydra_flags_ask(workdir: Path) -> None:
+    """`multirun --cfg job` (the usage's own example) and `--info defaults` (the fix the precheck suggests)
+    ended in Hydra's traceback: Hydra takes --cfg or --info, or --multirun, not both."""
+    job = run_search("multirun", "--cfg", "job", "batch_size=choice(32,64)", "precision=bf16", cwd=workdir)
+    assert job.returncode == 0, job.stderr[-2000:]
+    assert OmegaConf.create(job.stdout).precision == "bf16"  # the baseline's configuration
+    space = run_search("multirun", "--cfg", "hydra", "batch_size=choice(32,64)", cwd=workdir)
+    assert space.returncode == 0, space.stderr[-2000:]
+    assert OmegaConf.create(space.stdout).hydra.sweeper.params.batch_size == "choice(32,64)"
+    info = run_search("multirun", "--info", "defaults", cwd=workdir)
+    assert info.returncode == 0 and "search/default" in info.stdout, info.stderr[-2000:]
+    nightly = run_search("nightly", "--cfg", "job", cwd=workdir)
+    assert nightly.returncode == 0 and "batch_size:" in nightly.stdout, nightly.stderr[-2000:]
+    assert not list(workdir.glob("multirun")) and not (workdir / "optuna.journal").exists()  # nothing swept
