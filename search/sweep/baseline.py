@@ -10,7 +10,11 @@ search/sweep/confirm.py). A resumed study that has them runs them no more.
 
 A baseline value the space does not hold (batch_size 48 against choice(32, 64))
 is added to the space, said in one line: the baseline must be a point of the
-study for its samplers and its reports.
+study for its samplers and its reports. An "auto" value (null) that runs here
+as one of the space's values (`loader.pin_memory: null` is on with a GPU, and
+the GPU space holds choice(false, true)) is that value instead (Space.resolved),
+said in one line: added as a third choice, it made the GP model one
+configuration as two.
 """
 from __future__ import annotations
 
@@ -35,6 +39,23 @@ def baseline_params(compose: Callable[[list[str]], Mapping[str, Any]], space: Sp
     seed = OmegaConf.select(cfg, "train.seed", default=None)
     return ({key: OmegaConf.select(cfg, key, default=None) for key in space.distributions},
             seed if isinstance(seed, int) and not isinstance(seed, bool) else None)
+
+
+def as_run_here(space: Space, params: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """`params` with each null the space can hold as this machine runs it (Space.resolved) replaced by
+    that value, and one line per key replaced."""
+    if space.resolved is None:
+        return params, []
+    here = space.resolved(params)
+    out, notes = dict(params), []
+    for key, value in params.items():
+        dist = space.distributions.get(key)
+        if value is None and here.get(key) is not None and isinstance(dist, CategoricalDistribution) \
+                and here[key] in dist.choices:
+            out[key] = here[key]
+            notes.append(f"the baseline's {key}=None runs as {here[key]!r} on this machine: your configuration "
+                         f"is that point of the space")
+    return out, notes
 
 
 def _widened(dist: BaseDistribution, value: Any) -> BaseDistribution | None:

@@ -36,7 +36,7 @@ from search.reports.progress import SweepProgress
 from search.reports.tables import compare_run_ids, print_front
 from search.sweep import workers
 from search.sweep.answer import ANSWER_ATTR, THROUGHPUT, Answer
-from search.sweep.baseline import baseline_params, baseline_trials, enqueue_baseline, fit_baseline
+from search.sweep.baseline import as_run_here, baseline_params, baseline_trials, enqueue_baseline, fit_baseline
 from search.sweep.confirm import confirm, overrides_for
 from search.sweep.early_stopping import describe_mode
 from search.sweep.failure_policy import FailurePolicy
@@ -141,8 +141,9 @@ class SweeperImpl:
         if self.settings.baseline_repeats < 1 or THROUGHPUT not in (plan.metrics or []):
             return None
         params, seed = baseline_params(self.jobs.compose_trial, plan.space)
+        params, resolved = as_run_here(plan.space, params)
         space, notes = fit_baseline(plan.space, params)
-        for line in notes:
+        for line in resolved + notes:
             print(line, flush=True)
         if notes and notes[0].startswith("no baseline"):
             return None

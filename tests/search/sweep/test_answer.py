@@ -111,6 +111,29 @@ def test_the_baseline_widens_the_space_and_runs_once_per_missing_repeat():
     assert second.user_attrs[SEED_ATTR] == 1
 
 
+def test_a_baseline_null_that_runs_as_a_value_of_the_space_is_that_value():
+    """The H200 sweep said "the baseline's loader.pin_memory=None is not in the space: added to it": null
+    is on with a GPU, so the GP modelled one configuration as two values of the knob."""
+    from objectives import Hardware
+    from objectives.config import parse_values
+    from search.sweep.baseline import as_run_here
+    from search.sweep.combinations import fit_to_rules
+    from search.sweep.space import build_space
+
+    gpu = Hardware(cpu_cores=16, gpu_count=1, compute_capability=(9, 0))
+    cpu = Hardware(cpu_cores=2, why_no_gpu="none here")
+    for hardware, runs_as in ((gpu, True), (cpu, False)):
+        space, _ = fit_to_rules(build_space({}, ["loader.pin_memory=choice(false,true)", "batch_size=choice(32,64)"]),
+                                parse_values({}), hardware)
+        params, notes = as_run_here(space, {"loader.pin_memory": None, "batch_size": 32})
+        assert params == {"loader.pin_memory": runs_as, "batch_size": 32}
+        assert notes == [f"the baseline's loader.pin_memory=None runs as {runs_as!r} on this machine: your "
+                         f"configuration is that point of the space"]
+        assert fit_baseline(space, params)[1] == []  # nothing widened
+    plain = Space({"batch_size": CategoricalDistribution([32, 64])}, [])
+    assert as_run_here(plain, {"batch_size": None}) == ({"batch_size": None}, [])  # no resolvable knob
+
+
 def test_staging_takes_accuracy_from_a_trial_with_the_same_maths():
     study = optuna.create_study(directions=["maximize", "maximize"])
     dist = {"batch_size": CategoricalDistribution([64, 128]), "loader.num_workers": CategoricalDistribution([0, 1])}
