@@ -12,14 +12,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import REPO
+from conftest import REPO, pythonpath
 
 BENCH = REPO / "scripts" / "bench"
 DOC = REPO / "docs" / "BENCHMARKS.md"
 
 
 def bench(script: str, *args: str, cwd: Path) -> str:
-    env = {**os.environ, "PYTHONPATH": str(REPO), "MLFLOW_TRACKING_URI": f"sqlite:///{cwd}/mlflow.db"}
+    env = {**os.environ, "PYTHONPATH": pythonpath(), "MLFLOW_TRACKING_URI": f"sqlite:///{cwd}/mlflow.db"}
     before = DOC.read_text()
     proc = subprocess.run([sys.executable, str(BENCH / script), "--quick", *args], cwd=cwd, env=env, text=True,
                           capture_output=True, timeout=300)

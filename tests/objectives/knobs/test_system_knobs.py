@@ -22,7 +22,7 @@ from objectives.timing import plan_windows
 from objectives.train import train
 from objectives.workload import cross_entropy
 
-from conftest import REPO
+from conftest import REPO, pythonpath
 
 SMALL = {"train": {"budget_samples": 1536}}
 
@@ -105,7 +105,7 @@ print(json.dumps({"peak_growth_bytes": (rss_kib("VmHWM:") - before) * 1024, "wra
 def _peak_growth(mode: str) -> dict:
     # glibc serves freed multi-MB blocks again from its heap without returning them, so resident memory would
     # keep the high-water mark of every tensor ever freed; a fixed mmap threshold makes RSS follow live tensors.
-    env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536", "PYTHONPATH": str(REPO)}
+    env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536", "PYTHONPATH": pythonpath()}
     out = subprocess.run([sys.executable, "-c", _PEAK_MEMORY, mode], capture_output=True, text=True, cwd=REPO,
                          env=env, timeout=120, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])

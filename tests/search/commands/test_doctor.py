@@ -13,12 +13,12 @@ from search.commands import doctor
 from search.measure import fingerprint
 from search.measure import nvml
 
-from conftest import REPO
+from conftest import pythonpath
 
 
 
 def run_doctor(*args: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
-    full_env = {**os.environ, "PYTHONPATH": str(REPO), "COLUMNS": "200", **env}
+    full_env = {**os.environ, "PYTHONPATH": pythonpath(), "COLUMNS": "200", **env}
     return subprocess.run([sys.executable, "-m", "search.commands.doctor", *args], cwd=cwd, env=full_env, text=True,
                           capture_output=True, timeout=120)
 

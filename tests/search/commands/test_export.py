@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import REPO, run_search
+from conftest import REPO, pythonpath, run_search
 from mlflow.tracking import MlflowClient
 from omegaconf import OmegaConf
 from optuna.storages import JournalStorage
@@ -70,7 +70,7 @@ def test_own_objectives_get_own_studies_and_the_export_runs_again(workdir: Path)
     (workdir / "myproj" / "__init__.py").write_text("")
     (workdir / "myproj" / "blobs.py").write_text(textwrap.dedent(MODULE))
     (workdir / "myproj" / "conf" / "objective" / "mlp.yaml").write_text(textwrap.dedent(MLP))
-    env = {"PYTHONPATH": f"{workdir}:{REPO}"}
+    env = {"PYTHONPATH": pythonpath(workdir, REPO)}
 
     from_file = run_search("multirun", "objective=mlp", "hydra.searchpath=[file://myproj/conf]", *SMALL,
                            cwd=workdir, env=env)

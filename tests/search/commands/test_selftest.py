@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from search.commands import selftest
-from conftest import made_in, run_search
+from conftest import made_in, pythonpath, run_search
 
 GPU_ONLY_ON_A_CPU = ("precision=tf32", "precision=fp16", "precision=fp8", "model_pruning.method='2:4'",
                      "memory.expandable_segments=true", "framework.cudnn_benchmark=true")
@@ -164,9 +164,7 @@ def test_ctrl_c_exits_130_in_one_line_and_leaves_no_process_behind(workdir: Path
 
     import psutil
 
-    from conftest import REPO
-
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env = {**os.environ, "PYTHONPATH": pythonpath()}
     # A terminal's Ctrl-C reaches a process whose SIGINT is the default; an ignored SIGINT is inherited
     # through exec (Python then leaves it ignored), and this test must not depend on what the process
     # running it inherited or was left with by earlier tests (it failed in full-suite runs only).

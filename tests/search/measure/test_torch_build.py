@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from conftest import pythonpath
+
 REPO = Path(__file__).resolve().parents[3]
 
 SWEEP_SIDE = """
@@ -26,7 +28,7 @@ print(facts["torch_version"], "torch" in sys.modules)
 
 
 def test_the_sweep_side_reads_configs_rules_hardware_and_fingerprint_without_torch():
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env = {**os.environ, "PYTHONPATH": pythonpath()}
     out = subprocess.run([sys.executable, "-c", SWEEP_SIDE], env=env, capture_output=True, text=True, check=True)
     import torch
 

@@ -8,7 +8,6 @@ set of maths once and times the rest.
 from __future__ import annotations
 
 import math
-import os
 
 import optuna
 import pytest
@@ -18,7 +17,7 @@ from optuna.distributions import CategoricalDistribution, IntDistribution
 from optuna.storages import JournalStorage
 from optuna.storages.journal import JournalFileBackend
 
-from conftest import TESTS, run_search
+from conftest import TESTS, pythonpath, run_search
 from search.sweep.answer import Answer, Contender, Ratio, eligible, panel_lines, pick, within_noise
 from search.sweep.baseline import baseline_trials, enqueue_baseline, fit_baseline
 from search.sweep.confirm import ROUND_ATTR
@@ -155,7 +154,7 @@ def test_staging_takes_accuracy_from_a_trial_with_the_same_maths():
 
 def test_a_sweep_ends_with_a_confirmed_answer(workdir):
     """Batch 128 of the paced objective runs twice as fast as the baseline's 64 at the same accuracy."""
-    env = {"PYTHONPATH": os.pathsep.join([str(TESTS.parent), str(TESTS)])}
+    env = {"PYTHONPATH": pythonpath(TESTS.parent, TESTS)}
     result = run_search("multirun", *PACED, "hydra.sweeper.n_trials=3", "hydra.sweeper.baseline_repeats=2",
                         "hydra.sweeper.confirm_budget=1.0", cwd=workdir, env=env)
     assert result.returncode == 0, result.stderr[-3000:]
@@ -248,7 +247,7 @@ def test_a_stopped_confirmation_leaves_nothing_for_the_next_sweep():
 
 def test_a_callable_objective_is_searched_over_the_knobs_it_declares(workdir):
     """objective.knobs=[batch_size]: the default space's other knobs are dropped, in one line."""
-    env = {"PYTHONPATH": os.pathsep.join([str(TESTS.parent), str(TESTS)])}
+    env = {"PYTHONPATH": pythonpath(TESTS.parent, TESTS)}
     result = run_search("multirun", "objective=custom", "objective.callable=paced_objective:objective",
                         "objective.knobs=[batch_size]", "hydra.sweeper.n_trials=1", cwd=workdir, env=env)
     assert result.returncode == 0, result.stderr[-3000:]
@@ -263,7 +262,7 @@ def test_a_callable_objective_is_searched_over_the_knobs_it_declares(workdir):
 def test_when_the_fastest_fails_its_second_seed_check_your_maths_with_faster_knobs_is_confirmed(workdir):
     """Batch 128 is fastest but loses accuracy at the second seed; threads=2 on your batch is 1.6x at your
     accuracy by construction: it is confirmed in the failed contender's place, not 'your configuration'."""
-    env = {"PYTHONPATH": os.pathsep.join([str(TESTS.parent), str(TESTS)])}
+    env = {"PYTHONPATH": pythonpath(TESTS.parent, TESTS)}
     result = run_search("multirun", "objective=custom", "objective.callable=paced_objective:seed_sensitive",
                         "hydra.sweeper.params=null", "batch_size=choice(64,128)", "parallel.threads=choice(1,2)",
                         "hydra.sweeper.seed=0", "hydra.sweeper.n_trials=5", "hydra.sweeper.baseline_repeats=2",

@@ -13,7 +13,6 @@ any order. The grid sampler has its own tests at the end.
 """
 from __future__ import annotations
 
-import os
 import subprocess
 import uuid
 from pathlib import Path
@@ -27,7 +26,7 @@ from optuna.trial import FrozenTrial, TrialState
 from faulty_objective import RAISED_MESSAGE
 from sweep_results import load_study, wait_gone
 
-from conftest import REPO, TESTS, run_search
+from conftest import REPO, TESTS, pythonpath, run_search
 from search.sweep.outcome import named_constraints
 
 pytestmark = pytest.mark.slow
@@ -48,7 +47,7 @@ def sweep(workdir: Path, *args: str) -> subprocess.CompletedProcess:
     process of the sweep (forkserver, trial, loader worker, DDP rank) outlives it."""
     token = uuid.uuid4().hex
     result = run_search("multirun", *args, cwd=workdir, timeout_s=240,
-                        env={"PYTHONPATH": os.pathsep.join([str(REPO), str(TESTS)]), "SEARCH_TEST_TOKEN": token})
+                        env={"PYTHONPATH": pythonpath(REPO, TESTS), "SEARCH_TEST_TOKEN": token})
     left = wait_gone(token)
     assert left == [], f"the sweep left processes behind: {[(p.pid, p.name()) for p in left]}"
     return result

@@ -11,7 +11,7 @@ import pytest
 from optuna.storages import JournalStorage
 from optuna.storages.journal import JournalFileBackend
 
-from conftest import REPO, run_search
+from conftest import REPO, pythonpath, run_search
 from objectives import parse_config, run_trial
 from objectives.metrics import reported_metrics
 from search.sweep.constraints import parse_constraints
@@ -71,7 +71,7 @@ def test_a_callable_whose_first_trial_lacks_a_named_metric_stops_the_sweep_with_
     (workdir / "user_objective_names.py").write_text(textwrap.dedent(USER_OBJECTIVE))
     result = run_search("multirun", "objective=custom", "objective.callable=user_objective_names:objective",
                         "hydra.sweeper.params=null", "batch_size=choice(32,64,128)", "hydra.sweeper.n_trials=3",
-                        cwd=workdir, timeout_s=300, env={"PYTHONPATH": f"{REPO}:{workdir}"})
+                        cwd=workdir, timeout_s=300, env={"PYTHONPATH": pythonpath(REPO, workdir)})
     assert result.returncode == 2, (result.stdout[-2000:], result.stderr[-2000:])
     errors = [line for line in result.stderr.splitlines() if line.startswith("search: error:")]
     assert len(errors) == 1 and "its first trial reported" in errors[0] and "score" in errors[0], result.stderr

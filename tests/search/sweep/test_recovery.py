@@ -16,7 +16,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 from optuna.trial import TrialState
 
-from conftest import NO_BASELINE, NO_REPORT, REPO, run_search
+from conftest import NO_BASELINE, NO_REPORT, pythonpath, run_search
 from sweep_results import load_study, runs, tagged_processes, wait_gone
 
 pytestmark = pytest.mark.slow
@@ -28,7 +28,7 @@ ARGS = ["hydra.sweeper.n_trials=2", "train.budget_samples=3000", "batch_size=cho
 
 
 def start_sweep(workdir: Path, token: str, *args: str) -> subprocess.Popen:
-    env = {**os.environ, "PYTHONPATH": str(REPO), "SEARCH_TEST_TOKEN": token}
+    env = {**os.environ, "PYTHONPATH": pythonpath(), "SEARCH_TEST_TOKEN": token}
     return subprocess.Popen([sys.executable, "-m", "search", "multirun", NO_BASELINE, NO_REPORT, *args], cwd=workdir, env=env, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 

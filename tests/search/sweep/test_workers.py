@@ -15,7 +15,7 @@ from mlflow.tracking import MlflowClient
 from omegaconf import OmegaConf
 from optuna.trial import TrialState
 
-from conftest import NO_BASELINE, NO_REPORT, REPO
+from conftest import NO_BASELINE, NO_REPORT, pythonpath
 
 pytestmark = pytest.mark.slow
 
@@ -49,7 +49,7 @@ def test_workers_share_one_study(workdir: Path, kind: str, workers: int) -> None
     for params in ENQUEUED:
         study.enqueue_trial(params)
     per_worker = 2
-    env = {**os.environ, "PYTHONPATH": str(REPO), "MLFLOW_TRACKING_URI": f"sqlite:///{workdir}/mlflow.db"}
+    env = {**os.environ, "PYTHONPATH": pythonpath(), "MLFLOW_TRACKING_URI": f"sqlite:///{workdir}/mlflow.db"}
     procs = [subprocess.Popen(
         [sys.executable, "-m", "search", "multirun", NO_BASELINE, NO_REPORT, f"hydra.sweeper.storage={given}", "hydra.sweeper.study_name=w",
          f"hydra.sweeper.n_trials={per_worker}", "hydra.sweeper.params=null", "batch_size=choice(16,32,48,64,96,128)",
@@ -75,7 +75,7 @@ def test_workers_share_one_study(workdir: Path, kind: str, workers: int) -> None
 def test_two_sweeps_started_together_keep_separate_sweep_dirs(workdir: Path) -> None:
     """Without hydra.sweep.dir, two sweeps started in the same second in the same directory
     used to share multirun/<date>/<time>/ and overwrite each other's 0/, 1/ and report/."""
-    env = {**os.environ, "PYTHONPATH": str(REPO), "MLFLOW_TRACKING_URI": f"sqlite:///{workdir}/mlflow.db"}
+    env = {**os.environ, "PYTHONPATH": pythonpath(), "MLFLOW_TRACKING_URI": f"sqlite:///{workdir}/mlflow.db"}
     command = [sys.executable, "-m", "search", "multirun", NO_BASELINE, "hydra.sweeper.study_name=together",
                "hydra.sweeper.n_trials=2", "hydra.sweeper.params=null", "batch_size=choice(16,32,48,64,96,128)",
                "train.budget_samples=256", "parallel.devices=1", "loader.num_workers=0"]
@@ -139,7 +139,7 @@ def test_workers_with_the_baseline_run_it_once_and_the_last_one_confirms(workdir
     from search.sweep.roles import ROLE_ATTR
 
     url = f"sqlite:///{workdir}/study.db"
-    env = {**os.environ, "PYTHONPATH": str(REPO), "MLFLOW_TRACKING_URI": f"sqlite:///{workdir}/mlflow.db"}
+    env = {**os.environ, "PYTHONPATH": pythonpath(), "MLFLOW_TRACKING_URI": f"sqlite:///{workdir}/mlflow.db"}
     procs = [subprocess.Popen(
         [sys.executable, "-m", "search", "multirun", NO_REPORT, f"hydra.sweeper.storage={url}", "hydra.sweeper.study_name=b",
          f"hydra.sweeper.n_trials={n}", "hydra.sweeper.params=null", "batch_size=choice(32,64,128)",

@@ -14,7 +14,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 from optuna.trial import TrialState
 
-from conftest import NO_BASELINE, NO_REPORT, REPO, run_search
+from conftest import NO_BASELINE, NO_REPORT, pythonpath, run_search
 from servers import MlflowServer, free_port
 from sweep_results import load_study
 
@@ -46,7 +46,7 @@ def wait_for(predicate, timeout_s: float, what: str) -> None:
 
 
 def test_mlflow_down_mid_sweep_then_back(workdir: Path, server: MlflowServer) -> None:
-    env = {**os.environ, "PYTHONPATH": str(REPO), "MLFLOW_TRACKING_URI": server.uri}
+    env = {**os.environ, "PYTHONPATH": pythonpath(), "MLFLOW_TRACKING_URI": server.uri}
     sweep = subprocess.Popen(
         [sys.executable, "-m", "search", "multirun", NO_BASELINE, NO_REPORT, "hydra.sweeper.n_trials=14", "hydra.sweeper.params=null",
          "batch_size=choice(64,128)", "train.budget_samples=1000", "parallel.devices=1", "loader.num_workers=0"],
@@ -106,7 +106,7 @@ def test_an_outage_that_outlasts_the_sweep_is_repaired_by_the_next_start(workdir
     trial runs stay RUNNING and what MLflow lacks goes to mlflow-unlogged.json. Two workers then start
     at once against the server, back up: the file is written once, no run is made twice, none is
     left RUNNING."""
-    env = {**os.environ, "PYTHONPATH": str(REPO), "MLFLOW_TRACKING_URI": server.uri}
+    env = {**os.environ, "PYTHONPATH": pythonpath(), "MLFLOW_TRACKING_URI": server.uri}
     command = [sys.executable, "-m", "search", "multirun", NO_BASELINE, "hydra.sweeper.params=null", "batch_size=choice(64,128)",
                "train.budget_samples=600", "parallel.devices=1", "loader.num_workers=0"]
     sweep = subprocess.Popen([*command, "hydra.sweeper.n_trials=4"], cwd=workdir, env=env, text=True,

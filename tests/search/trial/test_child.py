@@ -4,12 +4,11 @@ the real CLI and the real forkserver child (this machine has no GPU: what
 is checked is the environment torch reads, not a CUDA allocation)."""
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from objectives.knobs.memory import allocator_conf
 
-from conftest import REPO, TESTS, run_search
+from conftest import REPO, TESTS, pythonpath, run_search
 
 ENV_OBJECTIVE = ["objective=custom", "objective.callable=env_objective:objective"]
 
@@ -23,7 +22,7 @@ def test_allocator_settings_merge_the_knob_into_the_users_own() -> None:
 
 
 def test_the_trial_process_starts_with_expandable_segments_and_the_pci_device_order(workdir: Path) -> None:
-    env = {"PYTHONPATH": os.pathsep.join([str(REPO), str(TESTS)]), "PYTORCH_CUDA_ALLOC_CONF": "max_split_size_mb:64"}
+    env = {"PYTHONPATH": pythonpath(REPO, TESTS), "PYTORCH_CUDA_ALLOC_CONF": "max_split_size_mb:64"}
     result = run_search("run", *ENV_OBJECTIVE, "memory.expandable_segments=true", cwd=workdir, env=env, timeout_s=300)
     assert result.returncode == 0, result.stderr[-3000:]
     rows = {line.split()[1]: line.split()[3] for line in result.stdout.splitlines()
