@@ -330,9 +330,14 @@ def main(argv: list[str]) -> int:
                       f"{r['overhead']:6.1%}  before first trial {r['startup_s']:5.1f} s  per trial outside "
                       f"{r['per_trial_s']:.2f} s  (once started {r['between_s']:.2f} s = {r['steady']:.1%})  "
                       f"after last trial {r['after_s']:.1f} s", flush=True)
-                print(f"{'':17s} each trial's train+eval s: "
-                      + " ".join(f"{t['metrics']['train_wall_s'] + t['metrics'].get('eval_wall_s', 0.0):.1f}"
-                                 for t in sorted(run["trials"], key=lambda t: t["start_unix_s"])), flush=True)
+                ordered = sorted(run["trials"], key=lambda t: t["start_unix_s"])
+                inside = [t["metrics"]["train_wall_s"] + t["metrics"].get("eval_wall_s", 0.0) for t in ordered]
+                print(f"{'':17s} each trial's train+eval s: " + " ".join(f"{s:.1f}" for s in inside), flush=True)
+                print(f"{'':17s} each trial's own outside s (start to end, less train+eval), then the gap to the "
+                      "next trial's start: " + " ".join(
+                          f"{t['end_unix_s'] - t['start_unix_s'] - s:.2f}"
+                          + (f"+{nxt['start_unix_s'] - t['end_unix_s']:.2f}" if nxt is not None else "")
+                          for t, s, nxt in zip(ordered, inside, [*ordered[1:], None])), flush=True)
     rows = {name: {key: sum(r[key] for r in rs) / len(rs) for key in rs[0]} for name, rs in runs.items()}
     ab: dict[str, float] = {}
     if args.ab_blocks:

@@ -31,7 +31,8 @@ from search.measure.cpu_telemetry import TreeSampler
 from search.trial.process_tree import kill_tree
 from search.trial.typed_config import parse_trial
 
-_PRELOAD = ["torch", "objectives.run", "search.trial.child", "psutil"]  # objectives alone leaves out run_trial (torch)
+# objectives alone leaves out run_trial (torch); forkserver_exit last: the forkserver's own quick exit
+_PRELOAD = ["torch", "objectives.run", "search.trial.child", "psutil", "search.trial.forkserver_exit"]
 DEFAULT_COMPILE_TIMEOUT_S = 1800.0  # trial.compile_timeout_s when a config has none
 _context: Any = None
 
@@ -57,7 +58,7 @@ def _preload() -> list[str]:
     method = mp.get_start_method(allow_none=True)
     if method in (None, "fork", "spawn", "forkserver"):
         return list(_PRELOAD)
-    return [*_PRELOAD, type(mp.get_context(method)).__module__]
+    return [*_PRELOAD[:-1], type(mp.get_context(method)).__module__, _PRELOAD[-1]]
 
 
 _warming: threading.Thread | None = None

@@ -1,8 +1,14 @@
 """The trials' forkserver starts importing torch as soon as Hydra has composed a multirun of this
 app (conf/config.yaml's callback, search/trial/app.py WarmUp), and only under Hydra's basic
 launcher: under another launcher the trials run in that launcher's processes, each with its own.
-The sweeper's own call, later, gets the same start."""
+The sweeper's own call, later, gets the same start. `python -m search multirun` starts it sooner, before
+Hydra composes, when the command line says the trials run here; and it exits at once when the sweep ends."""
 from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from hydra import compose, initialize_config_dir
@@ -10,7 +16,7 @@ from hydra.utils import instantiate
 
 from search.trial import isolate
 
-from conftest import REPO
+from conftest import REPO, pythonpath
 
 
 @pytest.mark.parametrize("name, overrides, starts", [
@@ -31,3 +37,49 @@ def test_the_composed_callback_starts_the_forkserver_only_under_the_basic_launch
     assert started is not None and isolate.warm_up() is started  # the sweeper's call: the same start
     started.join(120)
     assert not started.is_alive()  # the forkserver is up: the first trial forks from it at once
+
+
+@pytest.mark.parametrize("rest, here", [
+    ([], True),
+    (["hydra.sweeper.n_trials=4", "batch_size=choice(32,64)"], True),
+    (["hydra/launcher=joblib"], False),
+    (["+hydra.launcher.n_jobs=2"], False),
+    (["--cfg", "job"], False),
+    (["--info", "defaults"], False),
+    (["--help"], False),
+    (["--config-dir", "/elsewhere"], False),
+])
+def test_the_command_line_starts_the_forkserver_before_hydra_only_when_the_trials_run_here(
+        rest: list[str], here: bool) -> None:
+    from search.__main__ import trials_run_here
+
+    assert trials_run_here(rest) is here
+
+
+def test_the_forkserver_exits_without_tearing_torch_down(tmp_path: Path) -> None:
+    """An exit handler of a module preloaded before forkserver_exit (as torch's are) never runs: the
+    forkserver's own handler, registered last, runs first and ends the process. Without it, Python's exit
+    would finalise torch while the sweep's stdout was still open in the forkserver."""
+    marker = tmp_path / "torn-down"
+    (tmp_path / "late_teardown.py").write_text(
+        f"import atexit, pathlib\natexit.register(pathlib.Path({str(marker)!r}).write_text, 'yes')\n")
+    script = ("import multiprocessing as mp, time\n"
+              "if __name__ == '__main__':\n"
+              "    ctx = mp.get_context('forkserver')\n"
+              "    ctx.set_forkserver_preload(['late_teardown', *PRELOAD])\n"
+              "    p = ctx.Process(target=time.sleep, args=(0,)); p.start(); p.join()\n"
+              "    print('sweep done', flush=True)\n")
+    env = {**os.environ, "PYTHONPATH": pythonpath(tmp_path, REPO)}
+    for preload, torn_down in ([], True), (["search.trial.forkserver_exit"], False):
+        marker.unlink(missing_ok=True)
+        # the output read to its end, as a pipe does: it ends when the forkserver has exited too
+        out = subprocess.run([sys.executable, "-c", script.replace("PRELOAD", repr(preload))], env=env,
+                             capture_output=True, text=True, timeout=120, check=True)
+        assert out.stdout == "sweep done\n" and out.stderr == ""
+        assert marker.exists() is torn_down, preload
+
+
+def test_forkserver_exit_imported_anywhere_else_changes_no_exit_status() -> None:
+    env = {**os.environ, "PYTHONPATH": pythonpath()}
+    code = "import search.trial.forkserver_exit; raise SystemExit(3)"
+    assert subprocess.run([sys.executable, "-c", code], env=env, timeout=120).returncode == 3
