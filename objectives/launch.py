@@ -77,7 +77,7 @@ def run_ranks(fn: Callable[..., Any], world_size: int, threads_per_rank: int, ar
     method = start_method(threads_per_rank)
     ctx = mp.get_context(method)
     if method == "forkserver":
-        ctx.set_forkserver_preload(["torch", "objectives"])
+        ctx.set_forkserver_preload(["torch", "objectives", "objectives.forkserver_exit"])  # its quick exit last
     procs, conns = [], {}
     try:
         for rank in range(world_size):

@@ -32,7 +32,7 @@ from search.trial.process_tree import kill_tree
 from search.trial.typed_config import parse_trial
 
 # objectives alone leaves out run_trial (torch); forkserver_exit last: the forkserver's own quick exit
-_PRELOAD = ["torch", "objectives.run", "search.trial.child", "psutil", "search.trial.forkserver_exit"]
+_PRELOAD = ["torch", "objectives.run", "search.trial.child", "psutil", "objectives.forkserver_exit"]
 DEFAULT_COMPILE_TIMEOUT_S = 1800.0  # trial.compile_timeout_s when a config has none
 _context: Any = None
 

@@ -70,7 +70,7 @@ def test_the_forkserver_exits_without_tearing_torch_down(tmp_path: Path) -> None
               "    p = ctx.Process(target=time.sleep, args=(0,)); p.start(); p.join()\n"
               "    print('sweep done', flush=True)\n")
     env = {**os.environ, "PYTHONPATH": pythonpath(tmp_path, REPO)}
-    for preload, torn_down in ([], True), (["search.trial.forkserver_exit"], False):
+    for preload, torn_down in ([], True), (["objectives.forkserver_exit"], False):
         marker.unlink(missing_ok=True)
         # the output read to its end, as a pipe does: it ends when the forkserver has exited too
         out = subprocess.run([sys.executable, "-c", script.replace("PRELOAD", repr(preload))], env=env,
@@ -81,5 +81,5 @@ def test_the_forkserver_exits_without_tearing_torch_down(tmp_path: Path) -> None
 
 def test_forkserver_exit_imported_anywhere_else_changes_no_exit_status() -> None:
     env = {**os.environ, "PYTHONPATH": pythonpath()}
-    code = "import search.trial.forkserver_exit; raise SystemExit(3)"
+    code = "import objectives.forkserver_exit; raise SystemExit(3)"
     assert subprocess.run([sys.executable, "-c", code], env=env, timeout=120).returncode == 3
