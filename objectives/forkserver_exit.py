@@ -6,8 +6,9 @@ imported, no CUDA, no files, nothing to clean up; every process forked from it e
 When its client exits, it sees its pipe close and raises SystemExit, and Python's exit would then
 finalise every module and object that torch made: 0.7-0.8 s on 2 cores. The trials' forkserver holds
 the sweep's stdout and stderr, so whatever read the sweep's output to its end (a pipe, `| tee`, CI,
-cron, subprocess.run) waited that long after the sweep had ended; the ranks' forkserver, orphaned
-when its trial ends, spent that CPU beside the sweep's next trial. The exit handler registered here
+cron, subprocess.run) waited that long after the sweep had ended (measured); the ranks' forkserver,
+orphaned when its trial ends, would spend that CPU beside the sweep's next trial (the same teardown,
+not timed on its own). The exit handler registered here
 runs first (exit handlers run last-registered first) and ends the process once its streams are
 flushed.
 
