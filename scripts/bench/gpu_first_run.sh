@@ -9,6 +9,8 @@
 # Usage: bash scripts/bench/gpu_first_run.sh OUTDIR [lane 2's extra overrides ...]
 #   env: PYTHON (default python3), CHECKS_CAP_S (default 330), SWEEP_CAP_S (default 330),
 #        ONE_AT_A_TIME (default 0), SELFTEST_ARGS (e.g. "--only precision"; default: every value)
+# Needs, installed or on PYTHONPATH beside torch: optuna, hydra-core, mlflow-skinny, plotly, matplotlib,
+# psutil, torchao and greenlet (without greenlet the GP sampler proposes one L-BFGS-B restart at a time).
 # Runs from the repository without installing it (PYTHONPATH), each lane in its own
 # temporary directory; OUTDIR gets checks.log, sweep.log and sweep.tar.gz (the sweep's
 # directory and MLflow store).
