@@ -56,12 +56,16 @@ def test_grid_then_replay(tmp_path: Path) -> None:
 
 
 def test_overhead(tmp_path: Path) -> None:
-    """The three runners each run their trial and split wall time into inside and outside."""
+    """The three runners each run their trial and split wall time into inside and outside; the sweep's wall
+    time is compared with the loop's as it is and with the loop's training in place of its own."""
     out = bench("overhead.py", cwd=tmp_path)
     for runner in ("search", "optuna loop", "spawn"):
         line = next(l for l in out.splitlines() if l.startswith(runner))
         wall, inside = numbers_after(line, "wall"), numbers_after(line, "train+eval")
         assert 0 < inside < wall, line
+    ratios = next(l for l in out.splitlines() if l.startswith("wall time against the plain loop's"))
+    raw, same = ratios.split("search ", 1)[1].split()[:2]  # the raw ratio, then with the loop's training
+    assert float(raw.rstrip("x")) > 0 and float(same.rstrip("x")) > 0, ratios
 
 
 def test_logging_cost(tmp_path: Path) -> None:
