@@ -8,9 +8,8 @@ finalise every module and object that torch made: 0.7-0.8 s on 2 cores. The tria
 the sweep's stdout and stderr, so whatever read the sweep's output to its end (a pipe, `| tee`, CI,
 cron, subprocess.run) waited that long after the sweep had ended (measured); the ranks' forkserver,
 orphaned when its trial ends, would spend that CPU beside the sweep's next trial (the same teardown,
-not timed on its own). The exit handler registered here
-runs first (exit handlers run last-registered first) and ends the process once its streams are
-flushed.
+not timed on its own). The exit handler registered here runs first (exit handlers run last-registered
+first) and ends the process once its streams are flushed.
 
 It registers only when imported by a forkserver's preload: imported anywhere else (a test, a tool
 that imports every module) it does nothing, so no other process's exit status is ever replaced.

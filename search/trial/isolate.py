@@ -31,8 +31,8 @@ from search.measure.cpu_telemetry import TreeSampler
 from search.trial.process_tree import kill_tree
 from search.trial.typed_config import parse_trial
 
-# objectives alone leaves out run_trial (torch); forkserver_exit last: the forkserver's own quick exit
-_PRELOAD = ["torch", "objectives.run", "search.trial.child", "psutil", "objectives.forkserver_exit"]
+_PRELOAD = ["torch", "objectives.run", "search.trial.child", "psutil"]  # objectives alone leaves out run_trial (torch)
+_PRELOAD_LAST = "objectives.forkserver_exit"  # the forkserver's quick exit: its exit handler must be registered last
 DEFAULT_COMPILE_TIMEOUT_S = 1800.0  # trial.compile_timeout_s when a config has none
 _context: Any = None
 
@@ -56,9 +56,8 @@ def _preload() -> list[str]:
     child is told its parent's start method, and exits with "cannot find context for 'loky'" unless it is
     registered in the forkserver it is forked from."""
     method = mp.get_start_method(allow_none=True)
-    if method in (None, "fork", "spawn", "forkserver"):
-        return list(_PRELOAD)
-    return [*_PRELOAD[:-1], type(mp.get_context(method)).__module__, _PRELOAD[-1]]
+    own = [] if method in (None, "fork", "spawn", "forkserver") else [type(mp.get_context(method)).__module__]
+    return [*_PRELOAD, *own, _PRELOAD_LAST]
 
 
 _warming: threading.Thread | None = None
