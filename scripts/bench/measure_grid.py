@@ -10,6 +10,15 @@ measurement resumes where it stopped.
     python scripts/bench/measure_grid.py                # SPACE below, twice -> scripts/bench/data/digits_grid.*
     python scripts/bench/measure_grid.py --grid digits_lr_grid --passes 1   # LR_SPACE, once
     python scripts/bench/measure_grid.py --quick --out DIR   # 2 tiny configurations, < 30 s
+    python scripts/bench/measure_grid.py --grid digits_lr_grid --works --passes 3   # -> digits_lr_grid.works.*
+
+`--works` times each amount of work of a grid instead: its configurations
+less the knobs that change only the maths (the learning rate), run
+`train.throughput_only=true` (the warm-up and the timed windows, no
+evaluation), every pass in a new shuffled order so that a neighbour's load
+falls on all of them alike. search_efficiency.py then reads a cell's
+throughput from its work's row: a grid measured once per cell under a
+changing load ranks its works by when they ran, not by what they do.
 """
 from __future__ import annotations
 
@@ -19,6 +28,7 @@ import datetime as dt
 import itertools
 import json
 import os
+import random
 import sys
 import time
 from pathlib import Path
@@ -54,6 +64,9 @@ LR_SPACE = {
 GRIDS = {"digits_grid": (SPACE, BUDGET_OVERRIDES), "digits_lr_grid": (LR_SPACE, BUDGET_OVERRIDES)}
 QUICK_OVERRIDES = ["train.budget_samples=320", "train.warmup_steps=1", "train.window_steps=2"]
 QUICK_SPACE = {"batch_size": "choice(32, 64)"}
+# Knobs that change the maths but not the work a step does: the learning rate scales the same update.
+WORK_NEUTRAL = frozenset({"optim.lr"})
+WORK_METRICS = ["throughput_samples_per_s", "throughput_cv", "train_wall_s", "trial_wall_s"]
 METRICS = ["throughput_samples_per_s", "val_accuracy", "val_loss", "throughput_cv", "train_wall_s", "eval_wall_s",
            "trial_wall_s"]
 
@@ -67,7 +80,15 @@ def grid(space: dict[str, str]) -> list[dict]:
     return [dict(zip(keys, combo)) for combo in itertools.product(*(values[k] for k in keys))]
 
 
-def measure(space: dict[str, str], overrides: list[str], table: Path, passes: int) -> list[dict]:
+def work_space(space: dict[str, str]) -> dict[str, str]:
+    """The grid less the knobs that change only the maths: one entry per amount of work."""
+    return {k: v for k, v in space.items() if k not in WORK_NEUTRAL}
+
+
+def measure(space: dict[str, str], overrides: list[str], table: Path, passes: int,
+            works: bool = False) -> list[dict]:
+    """Every configuration `passes` times (alternate passes in reverse order); with `works`, every work
+    throughput-only, each pass in its own shuffled order."""
     import psutil
     from repeatability import compose
 
@@ -75,15 +96,22 @@ def measure(space: dict[str, str], overrides: list[str], table: Path, passes: in
     from search.sweep.space import to_override
 
     keys = list(space)
+    metrics = WORK_METRICS if works else METRICS
     done = read_table(table) if table.exists() else []
     seen = {(r["pass"], *(str(r[k]) for k in keys)) for r in done}
     configs = grid(space)
-    todo = [(p, c) for p in range(1, passes + 1) for c in (configs if p % 2 else configs[::-1])
+
+    def ordered(p: int) -> list[dict]:
+        if works:
+            return random.Random(p).sample(configs, len(configs))
+        return configs if p % 2 else configs[::-1]
+
+    todo = [(p, c) for p in range(1, passes + 1) for c in ordered(p)
             if (str(p), *(str(c[k]) for k in keys)) not in seen]
     print(f"{len(done)} measurements done already, {len(todo)} to go", flush=True)
     new = not table.exists()
     with table.open("a", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=[*keys, "pass", "outcome", "reason", *METRICS, "load_avg_1min",
+        writer = csv.DictWriter(f, fieldnames=[*keys, "pass", "outcome", "reason", *metrics, "load_avg_1min",
                                                "other_cores_during"])
         if new:
             writer.writeheader()
@@ -97,13 +125,13 @@ def measure(space: dict[str, str], overrides: list[str], table: Path, passes: in
             others = max(0.0, psutil.cpu_percent(None) / 100 * psutil.cpu_count()
                          - m.get("cpu_util_percent_mean", 0.0) / 100)
             row = {**config, "pass": number, "outcome": result["outcome"], "reason": result["reason"][:200],
-                   **{k: m.get(k, "") for k in METRICS}, "load_avg_1min": f"{load:.2f}",
+                   **{k: m.get(k, "") for k in metrics}, "load_avg_1min": f"{load:.2f}",
                    "other_cores_during": f"{others:.2f}"}
             writer.writerow(row)
             f.flush()
             done.append(row)
-            shown = f"{m['throughput_samples_per_s']:.0f} samples/s, acc {m.get('val_accuracy', 0):.3f}" \
-                if result["outcome"] == "ok" else result["outcome"]
+            shown = result["outcome"] if result["outcome"] != "ok" else \
+                f"{m['throughput_samples_per_s']:.0f} samples/s" + ("" if works else f", acc {m['val_accuracy']:.3f}")
             print(f"[{i}/{len(todo)}] pass {number} {config}: {shown}, {m.get('trial_wall_s', 0):.1f} s, "
                   f"load {load:.2f}, other processes {others:.2f} cores", flush=True)
     return done
@@ -131,15 +159,18 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--quick", action="store_true", help="2 tiny configurations; checks that measuring works")
     parser.add_argument("--passes", type=int, default=2, help="measurements of each configuration (fastest kept)")
     parser.add_argument("--grid", choices=list(GRIDS), default="digits_grid", help="which space: its table's name")
+    parser.add_argument("--works", action="store_true",
+                        help="time each work of the grid (less the learning rate) throughput-only -> <grid>.works.csv")
     parser.add_argument("--out", type=Path, default=DATA, help="directory for <grid>.csv and .json")
     args = parser.parse_args(argv)
     space, overrides = GRIDS[args.grid]
     space = QUICK_SPACE if args.quick else space
-    overrides = overrides + (QUICK_OVERRIDES if args.quick else [])
+    space = work_space(space) if args.works else space
+    overrides = overrides + (QUICK_OVERRIDES if args.quick else []) + (["train.throughput_only=true"] if args.works else [])
     args.out.mkdir(parents=True, exist_ok=True)
-    table = args.out / f"{args.grid}.csv"
+    table = args.out / (f"{args.grid}.works.csv" if args.works else f"{args.grid}.csv")
     started, t0 = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), time.perf_counter()
-    rows = measure(space, overrides, table, 1 if args.quick else args.passes)
+    rows = measure(space, overrides, table, 1 if args.quick else args.passes, args.works)
     ok = [r for r in rows if r["outcome"] == "ok"]
     if not ok:
         print("measure_grid: at least one configuration must finish ok; none did", file=sys.stderr)

@@ -33,8 +33,11 @@ differ only in the learning rate) span up to 9.2x in throughput. Read cell by ce
 is whichever cell a lucky measurement put above the floor, which no search
 can learn. So by default a table is read by what each knob can change
 (`denoised`): a cell's accuracy is the median of its maths's cells, its
-throughput the fastest of its work's cells; `--as-measured` replays the
-cells as they are.
+throughput the fastest of its work's cells, or, where the grid's works were
+timed on their own (`<grid>.works.csv`, measure_grid.py --works: every work
+in each of several shuffled passes, so a neighbour's load falls on all
+alike), the fastest of its work's passes there, its training time scaled to
+match; `--as-measured` replays the cells as they are.
 
 Per strategy and seed: the trials (and trial numbers, which also count the
 repeats the sweep skipped as failed trials) until a trial that finished ok
@@ -130,6 +133,7 @@ class Table:
     results: dict[tuple, dict]  # configuration key -> the result dict a trial returns (+ its times)
     order: list[dict]  # configurations in Hydra's BasicSweeper order
     meta: dict = field(default_factory=dict)
+    work_speed: dict[tuple, float] | None = None  # from <grid>.works.csv: each work's fastest pass, samples/s
 
 
 def key_of(params: dict, keys: list[str]) -> tuple:
@@ -153,11 +157,22 @@ def load_table(csv_path: Path) -> Table:
         if key not in results or _speed(result) > _speed(results[key]):
             results[key] = result
     order = [c for c in grid(space) if key_of(c, list(space)) in results]
-    return Table(csv_path.stem, space, results, order, meta)
+    works = csv_path.with_name(csv_path.stem + ".works.csv")
+    if works.exists():
+        meta = {**meta, "works": json.loads(works.with_suffix(".json").read_text())}
+    return Table(csv_path.stem, space, results, order, meta, load_works(works) if works.exists() else None)
 
 
-# Knobs that change the maths but not the work a step does: the learning rate scales the same update.
-WORK_NEUTRAL = frozenset({"optim.lr"})
+def load_works(path: Path) -> dict[tuple, float]:
+    """Each work's throughput from measure_grid.py --works: the fastest of its passes that ran ok."""
+    meta = json.loads(path.with_suffix(".json").read_text())
+    speed: dict[tuple, float] = {}
+    with path.open() as f:
+        for r in csv.DictReader(f):
+            if r["outcome"] == "ok":
+                key = key_of(r, list(meta["space"]))
+                speed[key] = max(speed.get(key, 0.0), float(r["throughput_samples_per_s"]))
+    return speed
 
 
 def denoised(table: Table) -> Table:
@@ -167,7 +182,11 @@ def denoised(table: Table) -> Table:
     cells of one maths span up to 3.6 points of val_accuracy, seven times the tolerance). Throughput: the
     fastest of the cells that do the same work (cells that differ only in the learning rate:
     digits_lr_grid's seven span up to 9.2x, measured at loads of 2 to 10), by load_table's rule that other
-    jobs only ever slow a run down. What an ok cell reports is otherwise as measured."""
+    jobs only ever slow a run down; where the works were timed on their own (table.work_speed), that
+    time instead, and the cell's training time scaled to it. What an ok cell reports is otherwise as
+    measured."""
+    from measure_grid import WORK_NEUTRAL
+
     from search.sweep.staging import SPEED_ONLY
 
     keys = list(table.space)
@@ -186,8 +205,15 @@ def denoised(table: Table) -> Table:
         work = tuple(v for k, v in zip(keys, key) if k not in WORK_NEUTRAL)
         metrics = {**result["metrics"], "val_accuracy": statistics.median(accuracy[maths]),
                    "throughput_samples_per_s": speed[work]}
+        if table.work_speed is not None:  # timed on its own: this cell's training at its work's speed
+            measured = result["metrics"]["throughput_samples_per_s"]
+            timed = table.work_speed.get(work, speed[work])  # a work no pass timed ok: its cells' fastest
+            train_s = metrics.get("train_wall_s", 0.0) * measured / timed
+            metrics.update(throughput_samples_per_s=timed, train_wall_s=train_s, trial_wall_s=metrics.get(
+                "trial_wall_s", 0.0) - result["metrics"].get("train_wall_s", 0.0) + train_s)
         results[key] = {**result, "metrics": metrics}
-    return Table(table.name, table.space, results, table.order, {**table.meta, "denoised": True})
+    return Table(table.name, table.space, results, table.order, {**table.meta, "denoised": True},
+                 table.work_speed)
 
 
 def label(table: Table) -> str:
@@ -233,14 +259,14 @@ def floor_of(table: Table, baseline: dict, floor: float | None) -> float:
     return result["metrics"]["val_accuracy"] - ACCURACY_TOLERANCE
 
 
-def target_of(table: Table, floor: float) -> float:
-    """The throughput a strategy must reach: 95% of the best among configurations meeting the floor."""
+def target_of(table: Table, floor: float, fraction: float = TARGET_FRACTION) -> float:
+    """The throughput a strategy must reach: 95% (`fraction`) of the best among configurations meeting the floor."""
     good = [r["metrics"]["throughput_samples_per_s"] for r in table.results.values()
             if r["outcome"] == "ok" and r["metrics"].get("val_accuracy", 0) >= floor]
     if not good:
         raise SystemExit(f"search_efficiency: --accuracy-floor must leave at least one configuration; got {floor}, "
                          f"best val_accuracy in the table is {best_accuracy(table):.3f}; fix: lower the floor")
-    return TARGET_FRACTION * max(good)
+    return fraction * max(good)
 
 
 def best_accuracy(table: Table) -> float:
@@ -463,9 +489,10 @@ def render_table(table: Table, baseline: dict, floor: float, target: float, rows
         + ", ".join(f"`{k}={v}`" for k, v in table.space.items()) + "  ",
         f"Machine: {meta['machine']}  ",
         ("Read by what each knob can change (`denoised`): a cell's val_accuracy is the median of the cells of "
-         "its maths (they differ only in speed-only knobs), its throughput the fastest of the cells of its work "
-         "(they differ only in the learning rate)  " if meta.get("denoised") else
-         "Read as measured (`--as-measured`): each cell's own single measurement  "),
+         "its maths (they differ only in speed-only knobs), its throughput "
+         + (works_text(table.name, meta["works"]) if table.work_speed is not None else
+            "the fastest of the cells of its work (they differ only in the learning rate)") + "  "
+         if meta.get("denoised") else "Read as measured (`--as-measured`): each cell's own single measurement  "),
         "Baseline (conf/config.yaml): " + ", ".join(f"{k}={v}" for k, v in baseline.items())
         + (f": {base['throughput_samples_per_s']:.0f} samples/s, val_accuracy {base['val_accuracy']:.4f}; "
            f"floor {floor:.4f}; target {target:.0f} samples/s ({meeting} configurations meet the floor, {hits} of "
@@ -481,6 +508,14 @@ def render_table(table: Table, baseline: dict, floor: float, target: float, rows
           + f" | {s['missed']} |" for name, s in rows.items()],
         "",
     ]
+
+
+def works_text(name: str, works: dict) -> str:
+    """Where a denoised cell's throughput comes from when the grid's works were timed on their own."""
+    return (f"its work's (the cells that differ only in the learning rate) fastest pass in `{works['command']}` "
+            f"on {works['date'][:10]} ({works['wall_s'] / 60:.0f} min; {works['machine']}; throughput-only, each "
+            f"pass in a shuffled order; `scripts/bench/data/{name}.works.csv`), "
+            f"its trial_wall_s with its training time scaled to that throughput")
 
 
 def render(command: str, seeds: int, sections: list[list[str]], default_node: dict, load: str, wall_s: float,
@@ -511,6 +546,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--accuracy-floor", type=float, default=None,
                         help="instead of the baseline's val_accuracy minus the tolerance")
     parser.add_argument("--strategies", nargs="*", default=list(STRATEGIES), choices=list(STRATEGIES))
+    parser.add_argument("--target-fraction", type=float, default=TARGET_FRACTION,
+                        help="the target as a fraction of the best throughput at the floor (another prints only)")
     parser.add_argument("--as-measured", action="store_true",
                         help="each cell as measured, without reading same-maths and same-work cells together")
     parser.add_argument("--quick", action="store_true",
@@ -525,6 +562,11 @@ def main(argv: list[str]) -> int:
         return merge(args.merge, args.note)
     if args.seeds < 2:
         print(f"search_efficiency: --seeds must be >= 2; got {args.seeds}; fix: --seeds 30", file=sys.stderr)
+        return 2
+    if args.target_fraction != TARGET_FRACTION and not (args.no_write and not args.save):
+        print(f"search_efficiency: the doc's goal is at {TARGET_FRACTION} of the best throughput, so another "
+              f"--target-fraction prints only; got {args.target_fraction}; fix: add --no-write, without --save",
+              file=sys.stderr)
         return 2
     import warnings
 
@@ -543,8 +585,10 @@ def main(argv: list[str]) -> int:
         table = load_table(path) if args.as_measured else denoised(load_table(path))
         baseline = baseline_of(table)
         floor = floor_of(table, baseline, args.accuracy_floor)
-        target = target_of(table, floor)
-        print(f"{table.name}: baseline {baseline}, floor {floor:.4f}, target {target:.0f} samples/s", flush=True)
+        target = target_of(table, floor, args.target_fraction)
+        print(f"{table.name}: baseline {baseline}, floor {floor:.4f}, target {target:.0f} samples/s"
+              + (f", throughput from {table.name}.works.csv" if table.work_speed is not None and not args.as_measured
+                 else ""), flush=True)
         ok = [r for r in table.results.values() if r["outcome"] == "ok"]
         grid_hv = hypervolume([(r["metrics"]["throughput_samples_per_s"], r["metrics"]["val_accuracy"]) for r in ok],
                               max(r["metrics"]["throughput_samples_per_s"] for r in ok))
@@ -568,6 +612,8 @@ def main(argv: list[str]) -> int:
         print(f"{table.name}: default / random trials to target: {ratio:.2f} (medians; goal: default median <= "
               f"{GOAL_MEDIAN}, ratio <= {GOAL_RATIO:.2f}): "
               + ("not judged (--quick: model-based runs stop at 8 trials)" if args.quick else
+                 f"not judged (the target at {args.target_fraction} of the best, the goal's at {TARGET_FRACTION})"
+                 if args.target_fraction != TARGET_FRACTION else
                  "met" if met else "missed"), flush=True)
         sections.append(render_table(table, baseline, floor, target, rows))
     if not args.quick and not args.no_write:

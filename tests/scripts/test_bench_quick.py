@@ -41,9 +41,16 @@ def test_grid_then_replay(tmp_path: Path) -> None:
     assert [r["outcome"] for r in rows] == ["ok", "ok"], out
     assert all(float(r["throughput_samples_per_s"]) > 0 and 0 <= float(r["val_accuracy"]) <= 1 for r in rows)
     assert (tmp_path / "grid" / "digits_grid.json").exists()
+    # the works timed on their own (throughput-only, a shuffled order): the replay reads their throughput
+    bench("measure_grid.py", "--works", "--out", str(tmp_path / "grid"), cwd=tmp_path)
+    with (tmp_path / "grid" / "digits_grid.works.csv").open() as f:
+        works = list(csv.DictReader(f))
+    assert sorted(r["batch_size"] for r in works) == ["32", "64"] and all(r["outcome"] == "ok" for r in works)
+    assert "val_accuracy" not in works[0] and float(works[0]["throughput_samples_per_s"]) > 0
 
     tiny = bench("search_efficiency.py", "--table", str(tmp_path / "grid" / "digits_grid.csv"),
                  "--accuracy-floor", "0", cwd=tmp_path)
+    assert "throughput from digits_grid.works.csv" in tiny
     stored = bench("search_efficiency.py", cwd=tmp_path)
     for text in (tiny, stored):
         lines = {line.split("  ")[0].strip(): line for line in text.splitlines() if "trials to target mean" in line}
