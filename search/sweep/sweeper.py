@@ -70,6 +70,7 @@ class SweeperImpl:
         self.baseline: tuple[dict[str, Any], int | None] | None = None  # the user's configuration and seed
         self._warming: Any = None  # the forkserver's warm-up thread, when trials run here
         self._sampler_imports: tuple[str, ...] = ()  # what the sampler imports at its first model-based ask
+        self._importing: threading.Thread | None = None  # _import_ahead's thread, joined when the sweep ends
 
     def setup(self, *, hydra_context: Any, task_function: Any, config: DictConfig) -> None:
         self.config = config
@@ -80,6 +81,13 @@ class SweeperImpl:
         self.jobs = Jobs.set_up(hydra_context, task_function, config)
 
     def sweep(self, arguments: list[str]) -> optuna.Study:
+        try:
+            return self._sweep(arguments)
+        finally:
+            if self._importing is not None:  # before Python's exit begins (_import_ahead says why)
+                self._importing.join()
+
+    def _sweep(self, arguments: list[str]) -> optuna.Study:
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         mlflow_client.configure_client()
         if self.jobs.run_here():  # the forkserver imports torch on the other core while the sweep is planned
@@ -304,7 +312,7 @@ class SweeperImpl:
         if self._warming is not None:
             # Now, while this process waits on the forkserver and then on its first trial, not between two
             # trials or after the last: what the sampler imports at its first model-based ask, and the report's.
-            _import_ahead(self._sampler_imports, plots=self.settings.report)
+            self._importing = _import_ahead(self._sampler_imports, plots=self.settings.report)
             self._warming.join()
             self._warming = None
 
@@ -312,12 +320,15 @@ class SweeperImpl:
 def _import_ahead(modules: tuple[str, ...], plots: bool) -> threading.Thread:
     """Import `modules`, then the report's plotting modules when `plots`, on one background thread:
     one import after another, since two threads importing scipy at once may deadlock on its module locks.
-    Not a daemon: Python's exit waits for it. Before Python 3.14 a daemon thread that asks for the GIL
-    after the interpreter began finalising is ended with pthread_exit, whose forced unwinding through a C++
-    frame that may not throw (an extension module's init calling back into Python) is std::terminate.
-    A one-trial sweep of a fast objective died of SIGABRT ("terminate called without an active
-    exception") in the suite, likely so: its end can come while this thread still imports. Waiting costs
-    a sweep that short what is left of those imports."""
+    Not a daemon, and the sweep joins it when it ends (SweeperImpl.sweep), before Python's exit begins.
+    Before Python 3.14 a daemon thread that asks for the GIL after the interpreter began finalising is
+    ended with pthread_exit, whose forced unwinding through a C++ frame that may not throw (an extension
+    module's init calling back into Python) is std::terminate: a one-trial sweep of a fast objective died
+    of SIGABRT ("terminate called without an active exception") in the suite, likely so. Left to Python's
+    exit to wait for, it still imported after threading's shutdown had begun, where an import that
+    registers a threading exit hook (sklearn, through joblib, imports concurrent.futures.process) raises
+    "can't register atexit after shutdown": a one-trial sweep printed that traceback after its answer in
+    1 of 3 runs. Waiting costs a sweep that short what is left of those imports."""
 
     def run() -> None:
         for module in modules:

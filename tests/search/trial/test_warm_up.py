@@ -83,3 +83,57 @@ def test_forkserver_exit_imported_anywhere_else_changes_no_exit_status() -> None
     env = {**os.environ, "PYTHONPATH": pythonpath()}
     code = "import objectives.forkserver_exit; raise SystemExit(3)"
     assert subprocess.run([sys.executable, "-c", code], env=env, timeout=120).returncode == 3
+
+
+def test_a_refused_sweep_does_not_keep_its_output_open_while_the_forkserver_boots(tmp_path: Path) -> None:
+    """The forkserver starts before Hydra composes, and shares the command's stdout and stderr: a sweep that
+    then refuses its config exits while the forkserver still imports torch, and a pipe reading the command
+    (`| tee`, CI) would wait for that import. The command's exit ends its forkserver (isolate._stop_forkserver),
+    so the pipes close with it."""
+    import select
+    import time
+
+    env = {**os.environ, "PYTHONPATH": pythonpath(), "SEARCH_GPU_DEFAULT": "0"}
+    proc = subprocess.Popen([sys.executable, "-m", "search", "multirun", "batch_size=-3"], cwd=tmp_path, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    assert proc.wait(timeout=120) == 2
+    exited, output = time.monotonic(), b""
+    while time.monotonic() - exited < 0.2:  # the rest of a torch import took 0.2-0.8 s here; a signal's delivery none
+        if select.select([proc.stdout], [], [], 0.05)[0]:
+            chunk = os.read(proc.stdout.fileno(), 65536)
+            if not chunk:
+                break
+            output += chunk
+    else:
+        pytest.fail(f"the output stayed open for more than 0.2 s after the command exited: {output[-500:]!r}")
+    proc.stdout.close()
+    assert b"batch_size must be an int >= 1" in output and b"Traceback" not in output
+    assert list(tmp_path.iterdir()) == []  # nothing made
+
+
+def test_the_sweep_joins_its_import_thread_before_it_returns(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The sampler's and the report's modules are imported on a thread (search/sweep/sweeper.py
+    _import_ahead); left running past the sweep, an import there meets Python's exit ("can't register atexit
+    after shutdown", printed after a one-trial sweep's answer). The sweep joins it, however it ends."""
+    import threading
+    import time
+
+    from search.sweep.sweeper import SweeperImpl
+
+    for ending in ("returns", "raises"):
+        impl = SweeperImpl.__new__(SweeperImpl)  # its state only: the thread, not a Hydra sweep
+        impl._importing = threading.Thread(target=time.sleep, args=(0.5,))
+        impl._importing.start()
+
+        def body(arguments: list[str], ending: str = ending) -> str:
+            if ending == "raises":
+                raise KeyboardInterrupt
+            return "study"
+
+        monkeypatch.setattr(impl, "_sweep", body)
+        if ending == "raises":
+            with pytest.raises(KeyboardInterrupt):
+                impl.sweep([])
+        else:
+            assert impl.sweep([]) == "study"
+        assert not impl._importing.is_alive()
