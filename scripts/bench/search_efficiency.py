@@ -490,7 +490,7 @@ def render_table(table: Table, baseline: dict, floor: float, target: float, rows
         f"Machine: {meta['machine']}  ",
         ("Read by what each knob can change (`denoised`): a cell's val_accuracy is the median of the cells of "
          "its maths (they differ only in speed-only knobs), its throughput "
-         + (works_text(table.name, meta["works"]) if table.work_speed is not None else
+         + (works_text(table, meta["works"]) if table.work_speed is not None else
             "the fastest of the cells of its work (they differ only in the learning rate)") + "  "
          if meta.get("denoised") else "Read as measured (`--as-measured`): each cell's own single measurement  "),
         "Baseline (conf/config.yaml): " + ", ".join(f"{k}={v}" for k, v in baseline.items())
@@ -510,11 +510,15 @@ def render_table(table: Table, baseline: dict, floor: float, target: float, rows
     ]
 
 
-def works_text(name: str, works: dict) -> str:
+def works_text(table: Table, works: dict) -> str:
     """Where a denoised cell's throughput comes from when the grid's works were timed on their own."""
-    return (f"its work's (the cells that differ only in the learning rate) fastest pass in `{works['command']}` "
+    from measure_grid import WORK_NEUTRAL
+
+    whose = ("its work's (the cells that differ only in the learning rate)" if WORK_NEUTRAL & set(table.space)
+             else "its own")
+    return (f"{whose} fastest pass in `{works['command']}` "
             f"on {works['date'][:10]} ({works['wall_s'] / 60:.0f} min; {works['machine']}; throughput-only, each "
-            f"pass in a shuffled order; `scripts/bench/data/{name}.works.csv`), "
+            f"pass in a shuffled order; `scripts/bench/data/{table.name}.works.csv`), "
             f"its trial_wall_s with its training time scaled to that throughput")
 
 
