@@ -99,10 +99,12 @@ def _rdb_storage(url: str, attempts: int = 5) -> RDBStorage:
     """Optuna's RDB storage, which creates its tables on first use. Workers
     started at once on an empty database race to create them, and the
     database refuses the losers' CREATE TABLE (PostgreSQL: a unique violation
-    in pg_type, or "already exists") or their schema-version row; the tables
-    then exist, and the next attempt uses them. Seen under load: two of three
-    workers died this way and the study got a third of its trials."""
-    from sqlalchemy.exc import IntegrityError, ProgrammingError
+    in pg_type, or "already exists"; SQLite: an OperationalError, "table ...
+    already exists") or their schema-version row; the tables then exist, and
+    the next attempt uses them. Seen under load: two of three workers died
+    this way and the study got a third of its trials (PostgreSQL), and one of
+    two workers on a fresh SQLite file (the suite)."""
+    from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 
     sqlite = url.startswith("sqlite")
     for attempt in range(1, attempts + 1):
@@ -111,8 +113,8 @@ def _rdb_storage(url: str, attempts: int = 5) -> RDBStorage:
                 return RDBStorage(url)
             # A busy database is waited for (a minute), not refused after SQLite's default 5 s.
             return _immediate_transactions(RDBStorage(url, engine_kwargs={"connect_args": {"timeout": 60}}))
-        except (IntegrityError, ProgrammingError):
-            if attempt == attempts:
+        except (IntegrityError, ProgrammingError, OperationalError) as err:
+            if attempt == attempts or (isinstance(err, OperationalError) and "already exists" not in str(err)):
                 raise
             time.sleep(0.2 * attempt)
     raise AssertionError("unreachable")
