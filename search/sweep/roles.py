@@ -66,8 +66,9 @@ def _close_waiting(study: optuna.Study, trial: optuna.trial.FrozenTrial, reason:
 
 
 def set_aside_waiting(study: optuna.Study) -> list[tuple[dict[str, Any], dict[str, Any]]]:
-    """Close the trials waiting to run (proposals the search's budget did not reach: start-design moves, a
-    retry) and return (params, user attributes) to enqueue them again with put_back(). The confirmation runs
+    """Close the trials waiting to run (proposals the search's budget did not reach: a retry, a start move
+    whose place a retry took; the start moves past n_trials are not enqueued, search/sweep/start_design.py)
+    and return (params, user attributes) to enqueue them again with put_back(). The confirmation runs
     its own enqueued trials next, and Optuna hands out waiting trials oldest first: it would run these in
     place of its rounds, and its last trial (the second-seed check) would be left waiting, unrun."""
     aside = []

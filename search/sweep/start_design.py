@@ -36,6 +36,7 @@ import optuna
 from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
 
 START_ATTR = "search.start_design"  # on a start trial: the knob it moved
+DEFERRED_ATTR = "search.start_deferred"  # on the study: [knob, params] of the moves no sweep had room for yet
 # The samplers the start design was measured to help (docs/BENCHMARKS.md, Search efficiency): the GP. Replayed
 # with it, TPE needed more trials than from its own random start (median 27.5 against 24.0 and 40 against 35.5
 # on the two grids, 30 seeds); random, grid and quasi-random sampling have a design of their own.
@@ -100,16 +101,33 @@ def one_knob_at_a_time(baseline: Mapping[str, Any], distributions: Mapping[str, 
     return design
 
 
-def enqueue_start(study: optuna.Study, design: list[tuple[str, dict[str, Any]]]) -> None:
-    """Enqueue the start design (after the baseline's runs, which are enqueued first)."""
-    for knob, params in design:
+def enqueue_start(study: optuna.Study, design: list[tuple[str, dict[str, Any]]], room: int | None = None) -> None:
+    """Enqueue the start design (after the baseline's runs, which are enqueued first): the moves that fit in
+    `room` (the trials n_trials leaves after the baseline's runs; None: all). The others are kept on the study
+    (DEFERRED_ATTR) for its next sweep, not enqueued: a trial left waiting when the search ends would have
+    to be closed before the confirmation (search/sweep/roles.py set_aside_waiting), and stay in the study as
+    a failed trial that never ran."""
+    fits = design if room is None else design[:max(0, room)]
+    for knob, params in fits:
         study.enqueue_trial(params, user_attrs={START_ATTR: knob}, skip_if_exists=False)
+    study._storage.set_study_system_attr(study._study_id, DEFERRED_ATTR,
+                                         [[knob, params] for knob, params in design[len(fits):]])
+
+
+def enqueue_deferred(study: optuna.Study, room: int) -> list[tuple[str, dict[str, Any]]]:
+    """Enqueue the start moves an earlier sweep of this study had no room for, the first `room` of them, and
+    keep the rest for the sweep after; the moves enqueued."""
+    left = [(knob, params) for knob, params in
+            study._storage.get_study_system_attrs(study._study_id).get(DEFERRED_ATTR, [])]
+    if not left:
+        return []
+    enqueue_start(study, left, room)
+    return left[:max(0, room)]
 
 
 def start_line(design: list[tuple[str, dict[str, Any]]], room: int, n_trials: int) -> str:
     """What the sweep says of its start; `room`: the trials n_trials leaves after the baseline's runs (the
-    moves past it wait, and run first in the study's next sweep: search/sweep/roles.py sets them aside
-    for the confirmation)."""
+    moves past it are kept on the study, and run first in its next sweep: enqueue_deferred)."""
     moved = ", ".join(f"{knob}={params[knob]}" for knob, params in design)
     room = max(0, room)
     later = (f"; {room} fit in hydra.sweeper.n_trials={n_trials} after your configuration's runs, the other "

@@ -47,7 +47,8 @@ from search.sweep.recovery import Heartbeat
 from search.sweep.roles import put_back, set_aside_waiting
 from search.sweep.rule_sampler import within_rules
 from search.sweep.staging import staging_applies
-from search.sweep.start_design import enqueue_start, one_knob_at_a_time, start_line, starts_from_design
+from search.sweep.start_design import (enqueue_deferred, enqueue_start, one_knob_at_a_time, start_line,
+                                      starts_from_design)
 from search.sweep.study import (APP_ATTR, GP_IMPORTS, app_command, check_space_matches, large_study_notice,
                                 load_or_create, make_sampler, name_metrics, storage_location)
 from search.sweep.sweep_settings import sweep_settings
@@ -223,7 +224,8 @@ class SweeperImpl:
         if self.baseline is not None:
             params, seed = self.baseline
             shown = " ".join(f"{k}={v}" for k, v in params.items())
-            if workers.enqueues_baseline(study, self.settings.stale_after_s):
+            first = workers.enqueues_baseline(study, self.settings.stale_after_s)
+            if first:
                 runs = enqueue_baseline(study, params, self.settings.baseline_repeats, seed)
                 said = f"runs first, {runs} time(s), never stopped early" if runs else "measured already in this study"
             else:
@@ -231,6 +233,9 @@ class SweeperImpl:
             print(f"baseline, your configuration ({shown}): {said}", flush=True)
             if runs and len(study.trials) == len(baseline_trials(study)):  # a fresh study
                 self._start_design(study, plan, params, room=self.settings.n_trials - runs)
+            elif first and (moves := enqueue_deferred(study, room=self.settings.n_trials - runs)):
+                print(f"start: {len(moves)} move(s) an earlier sweep of this study had no room for run first ("
+                      + ", ".join(f"{knob}={p[knob]}" for knob, p in moves) + ")", flush=True)
         extra = self.hooks.start(study, plan.storage, plan.space.distributions)
         if (line := gpu_telemetry.notice()) is not None:
             print(line, flush=True)
@@ -246,7 +251,7 @@ class SweeperImpl:
             return
         design = one_knob_at_a_time(baseline, plan.space.distributions, plan.space.forbids, self.rng,
                                     plan.space.unused, plan.space.resolved)
-        enqueue_start(study, design)
+        enqueue_start(study, design, room)
         if design:
             print(start_line(design, room, self.settings.n_trials), flush=True)
 

@@ -8,6 +8,7 @@ import optuna
 import pytest
 from mlflow.tracking import MlflowClient
 from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
+from optuna.trial import TrialState
 
 from conftest import run_search
 from objectives import Hardware
@@ -150,6 +151,36 @@ def test_a_fresh_study_starts_one_knob_at_a_time_and_a_rerun_does_not_again(work
     assert again.returncode == 0, again.stderr[-3000:]
     assert "start:" not in again.stdout
     assert sum(START_ATTR in t.user_attrs for t in load_study(workdir).trials) == 3
+
+
+def test_moves_past_n_trials_wait_on_the_study_not_as_trials_and_run_first_in_its_next_sweep(workdir):
+    """n_trials=2 leaves room for one of three moves after the baseline: the other two are kept on the
+    study, so the confirmation finds no waiting trial to close (before: two failed trials that never ran,
+    in optuna-dashboard and every listing of the study), and the next sweep runs them first."""
+    from search.sweep.start_design import DEFERRED_ATTR
+
+    args = ["multirun", "hydra.sweeper.params=null", "batch_size=choice(64,128)", "loader.num_workers=choice(0,1)",
+            "precision=choice(fp32,bf16)", "train.budget_samples=800", "hydra.sweeper.baseline_repeats=1",
+            "hydra.sweeper.seed=0"]
+    first = run_search(*args, "hydra.sweeper.n_trials=2", cwd=workdir)
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert "1 fit in hydra.sweeper.n_trials=2 after your configuration's runs, the other 2 run first" in first.stdout
+    study = load_study(workdir)
+    states = {t.state for t in study.get_trials(deepcopy=False)}
+    assert states == {TrialState.COMPLETE}, [(t.number, t.state, t.user_attrs.get("reason")) for t in study.trials]
+    assert [t.user_attrs.get(START_ATTR) for t in study.trials[:2]] == [None, "batch_size"]
+    deferred = study._storage.get_study_system_attrs(study._study_id)[DEFERRED_ATTR]
+    assert [knob for knob, _ in deferred] == ["loader.num_workers", "precision"]
+
+    again = run_search(*args, "hydra.sweeper.n_trials=2", "hydra.sweeper.confirm_budget=0", cwd=workdir)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert ("start: 2 move(s) an earlier sweep of this study had no room for run first "
+            "(loader.num_workers=1, precision=bf16)") in again.stdout
+    study = load_study(workdir)
+    ran = [t.user_attrs.get(START_ATTR) for t in study.get_trials(deepcopy=False) if START_ATTR in t.user_attrs]
+    assert ran == ["batch_size", "loader.num_workers", "precision"]
+    assert study._storage.get_study_system_attrs(study._study_id)[DEFERRED_ATTR] == []
+    assert {t.state for t in study.get_trials(deepcopy=False)} == {TrialState.COMPLETE}
 
 
 @pytest.mark.parametrize("start", [["hydra.sweeper.start_design=sampler"],
