@@ -246,12 +246,14 @@ class SweeperImpl:
 
     def _start_design(self, study: optuna.Study, plan: Plan, baseline: dict[str, Any], room: int) -> None:
         """The first proposals, each knob moved alone from the baseline; `room`: the trials n_trials leaves
-        after the baseline's runs."""
+        after the baseline's runs. The moves past it are kept on the study for its next sweep
+        (search/sweep/start_design.py), unless other workers search the study already."""
         if not self._starts_from_design(plan):
             return
         design = one_knob_at_a_time(baseline, plan.space.distributions, plan.space.forbids, self.rng,
                                     plan.space.unused, plan.space.resolved)
-        enqueue_start(study, design, room)
+        # Other workers searching already may run the moves past this one's n_trials: all are enqueued then.
+        enqueue_start(study, design, None if workers.others_searching(study, self.settings.stale_after_s) else room)
         if design:
             print(start_line(design, room, self.settings.n_trials), flush=True)
 
