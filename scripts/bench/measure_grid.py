@@ -11,6 +11,7 @@ measurement resumes where it stopped.
     python scripts/bench/measure_grid.py --grid digits_lr_grid --passes 1   # LR_SPACE, once
     python scripts/bench/measure_grid.py --quick --out DIR   # 2 tiny configurations, < 30 s
     python scripts/bench/measure_grid.py --grid digits_lr_grid --works --passes 3   # -> digits_lr_grid.works.*
+    python scripts/bench/measure_grid.py --grid digits_lr_grid --seeds 1 2   # -> digits_lr_grid.seeds.*
 
 `--works` times each amount of work of a grid instead: its configurations
 less the knobs that change only the maths (the learning rate), run
@@ -19,6 +20,14 @@ evaluation), every pass in a new shuffled order so that a neighbour's load
 falls on all of them alike. search_efficiency.py then reads a cell's
 throughput from its work's row: a grid measured once per cell under a
 changing load ranks its works by when they ran, not by what they do.
+
+`--seeds` trains each model of a grid again at other training seeds: its
+configurations less the speed-only knobs (those keep their conf/ values),
+full training and evaluation, val_accuracy kept. search_efficiency.py then
+reads a cell's accuracy as the mean over the seeds: at this budget one
+model's val_accuracy moves by several points from one seed to the next,
+far more than the sweep's accuracy tolerance, so one seed's table ranks
+configurations partly by that seed's luck.
 """
 from __future__ import annotations
 
@@ -67,6 +76,7 @@ QUICK_SPACE = {"batch_size": "choice(32, 64)"}
 # Knobs that change the maths but not the work a step does: the learning rate scales the same update.
 WORK_NEUTRAL = frozenset({"optim.lr"})
 WORK_METRICS = ["throughput_samples_per_s", "throughput_cv", "train_wall_s", "trial_wall_s"]
+SEED_METRICS = ["val_accuracy", "val_loss", "trial_wall_s"]
 METRICS = ["throughput_samples_per_s", "val_accuracy", "val_loss", "throughput_cv", "train_wall_s", "eval_wall_s",
            "trial_wall_s"]
 
@@ -85,10 +95,18 @@ def work_space(space: dict[str, str]) -> dict[str, str]:
     return {k: v for k, v in space.items() if k not in WORK_NEUTRAL}
 
 
+def maths_space(space: dict[str, str]) -> dict[str, str]:
+    """The grid less the speed-only knobs: one entry per model trained."""
+    from search.sweep.staging import SPEED_ONLY
+
+    return {k: v for k, v in space.items() if k not in SPEED_ONLY}
+
+
 def measure(space: dict[str, str], overrides: list[str], table: Path, passes: int,
-            works: bool = False) -> list[dict]:
+            works: bool = False, seeds: list[int] | None = None) -> list[dict]:
     """Every configuration `passes` times (alternate passes in reverse order); with `works`, every work
-    throughput-only, each pass in its own shuffled order."""
+    throughput-only, each pass in its own shuffled order; with `seeds`, every configuration once at each
+    training seed (a row's `seed` instead of its `pass`)."""
     import psutil
     from repeatability import compose
 
@@ -96,9 +114,10 @@ def measure(space: dict[str, str], overrides: list[str], table: Path, passes: in
     from search.sweep.space import to_override
 
     keys = list(space)
-    metrics = WORK_METRICS if works else METRICS
+    metrics = SEED_METRICS if seeds else WORK_METRICS if works else METRICS
+    column = "seed" if seeds else "pass"
     done = read_table(table) if table.exists() else []
-    seen = {(r["pass"], *(str(r[k]) for k in keys)) for r in done}
+    seen = {(r[column], *(str(r[k]) for k in keys)) for r in done}
     configs = grid(space)
 
     def ordered(p: int) -> list[dict]:
@@ -106,17 +125,19 @@ def measure(space: dict[str, str], overrides: list[str], table: Path, passes: in
             return random.Random(p).sample(configs, len(configs))
         return configs if p % 2 else configs[::-1]
 
-    todo = [(p, c) for p in range(1, passes + 1) for c in ordered(p)
+    runs = seeds or range(1, passes + 1)
+    todo = [(p, c) for p in runs for c in ordered(p)
             if (str(p), *(str(c[k]) for k in keys)) not in seen]
     print(f"{len(done)} measurements done already, {len(todo)} to go", flush=True)
     new = not table.exists()
     with table.open("a", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=[*keys, "pass", "outcome", "reason", *metrics, "load_avg_1min",
+        writer = csv.DictWriter(f, fieldnames=[*keys, column, "outcome", "reason", *metrics, "load_avg_1min",
                                                "other_cores_during"])
         if new:
             writer.writeheader()
         for i, (number, config) in enumerate(todo, 1):
-            cfg = compose(overrides + [to_override(k, v) for k, v in config.items()])
+            seed = [f"train.seed={number}"] if seeds else []
+            cfg = compose(overrides + [to_override(k, v) for k, v in config.items()] + seed)
             load = os.getloadavg()[0]
             psutil.cpu_percent(None)
             result = run_isolated(cfg, timeout_s=float(cfg["trial"]["timeout_s"]))
@@ -124,15 +145,15 @@ def measure(space: dict[str, str], overrides: list[str], table: Path, passes: in
             # both in cores: the whole machine's use minus the trial tree's own (psutil: 100% = one core)
             others = max(0.0, psutil.cpu_percent(None) / 100 * psutil.cpu_count()
                          - m.get("cpu_util_percent_mean", 0.0) / 100)
-            row = {**config, "pass": number, "outcome": result["outcome"], "reason": result["reason"][:200],
+            row = {**config, column: number, "outcome": result["outcome"], "reason": result["reason"][:200],
                    **{k: m.get(k, "") for k in metrics}, "load_avg_1min": f"{load:.2f}",
                    "other_cores_during": f"{others:.2f}"}
             writer.writerow(row)
             f.flush()
             done.append(row)
-            shown = result["outcome"] if result["outcome"] != "ok" else \
-                f"{m['throughput_samples_per_s']:.0f} samples/s" + ("" if works else f", acc {m['val_accuracy']:.3f}")
-            print(f"[{i}/{len(todo)}] pass {number} {config}: {shown}, {m.get('trial_wall_s', 0):.1f} s, "
+            shown = result["outcome"] if result["outcome"] != "ok" else f"acc {m['val_accuracy']:.3f}" if seeds \
+                else f"{m['throughput_samples_per_s']:.0f} samples/s" + ("" if works else f", acc {m['val_accuracy']:.3f}")
+            print(f"[{i}/{len(todo)}] {column} {number} {config}: {shown}, {m.get('trial_wall_s', 0):.1f} s, "
                   f"load {load:.2f}, other processes {others:.2f} cores", flush=True)
     return done
 
@@ -143,12 +164,12 @@ def read_table(path: Path) -> list[dict]:
 
 
 def write_meta(path: Path, space: dict[str, str], overrides: list[str], command: str, started: str,
-               wall_s: float) -> None:
+               wall_s: float, seeds: list[int] | None = None) -> None:
     from benchdoc import machine_line
 
     meta = {"command": command, "space": space, "overrides": overrides, "date": started,
             "machine": machine_line(),
-            "wall_s": round(wall_s, 1),
+            "wall_s": round(wall_s, 1), **({"seeds": seeds} if seeds else {}),
             "note": "load_avg_1min: os.getloadavg() just before each configuration; other_cores_during: cores "
                     "other processes kept busy while it ran (all CPU use minus the trial tree's own)"}
     path.write_text(json.dumps(meta, indent=1) + "\n")
@@ -161,23 +182,30 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--grid", choices=list(GRIDS), default="digits_grid", help="which space: its table's name")
     parser.add_argument("--works", action="store_true",
                         help="time each work of the grid (less the learning rate) throughput-only -> <grid>.works.csv")
+    parser.add_argument("--seeds", type=int, nargs="+", metavar="SEED",
+                        help="train each model of the grid (less its speed-only knobs) at these training seeds, "
+                             "val_accuracy kept -> <grid>.seeds.csv")
     parser.add_argument("--out", type=Path, default=DATA, help="directory for <grid>.csv and .json")
     args = parser.parse_args(argv)
+    if args.works and args.seeds:
+        parser.error(f"--works times the work and --seeds trains the models: one at a time, not both "
+                     f"(got --works and --seeds {' '.join(map(str, args.seeds))}); run them one after the other")
     space, overrides = GRIDS[args.grid]
     space = QUICK_SPACE if args.quick else space
-    space = work_space(space) if args.works else space
+    space = work_space(space) if args.works else maths_space(space) if args.seeds else space
     overrides = overrides + (QUICK_OVERRIDES if args.quick else []) + (["train.throughput_only=true"] if args.works else [])
     args.out.mkdir(parents=True, exist_ok=True)
-    table = args.out / (f"{args.grid}.works.csv" if args.works else f"{args.grid}.csv")
+    kind = ".works" if args.works else ".seeds" if args.seeds else ""
+    table = args.out / f"{args.grid}{kind}.csv"
     started, t0 = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), time.perf_counter()
-    rows = measure(space, overrides, table, 1 if args.quick else args.passes, args.works)
+    rows = measure(space, overrides, table, 1 if args.quick else args.passes, args.works, args.seeds)
     ok = [r for r in rows if r["outcome"] == "ok"]
     if not ok:
         print("measure_grid: at least one configuration must finish ok; none did", file=sys.stderr)
         return 1
     shown = "".join(f" {a}" for a in argv if a not in ("--out", str(args.out)))
     write_meta(table.with_suffix(".json"), space, overrides, f"python scripts/bench/measure_grid.py{shown}",
-               started, time.perf_counter() - t0)
+               started, time.perf_counter() - t0, args.seeds)
     print(f"{len(rows)} measurements ({len(ok)} ok) in {table}")
     return 0
 

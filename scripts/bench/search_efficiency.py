@@ -37,7 +37,12 @@ throughput the fastest of its work's cells, or, where the grid's works were
 timed on their own (`<grid>.works.csv`, measure_grid.py --works: every work
 in each of several shuffled passes, so a neighbour's load falls on all
 alike), the fastest of its work's passes there, its training time scaled to
-match; `--as-measured` replays the cells as they are.
+match; where the grid's models were trained at other training seeds too
+(`<grid>.seeds.csv`, measure_grid.py --seeds), a cell's accuracy is the mean
+over the seeds (`--first-training-seed` leaves them out): at the grids' budget
+one model's val_accuracy moves by up to 13 points from seed to seed, and the
+sweep itself judges its answer's accuracy by the mean of two seeds.
+`--as-measured` replays the cells as they are.
 
 Per strategy and seed: the trials (and trial numbers, which also count the
 repeats the sweep skipped as failed trials) until a trial that finished ok
@@ -53,6 +58,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import dataclasses
 import json
 import random
 import re
@@ -134,6 +140,8 @@ class Table:
     order: list[dict]  # configurations in Hydra's BasicSweeper order
     meta: dict = field(default_factory=dict)
     work_speed: dict[tuple, float] | None = None  # from <grid>.works.csv: each work's fastest pass, samples/s
+    seed_accuracy: dict[tuple, list[float]] | None = None  # from <grid>.seeds.csv: each model's val_accuracy at
+    # the other training seeds
 
 
 def key_of(params: dict, keys: list[str]) -> tuple:
@@ -160,7 +168,11 @@ def load_table(csv_path: Path) -> Table:
     works = csv_path.with_name(csv_path.stem + ".works.csv")
     if works.exists():
         meta = {**meta, "works": json.loads(works.with_suffix(".json").read_text())}
-    return Table(csv_path.stem, space, results, order, meta, load_works(works) if works.exists() else None)
+    seeds = csv_path.with_name(csv_path.stem + ".seeds.csv")
+    if seeds.exists():
+        meta = {**meta, "seeds": json.loads(seeds.with_suffix(".json").read_text())}
+    return Table(csv_path.stem, space, results, order, meta, load_works(works) if works.exists() else None,
+                 load_seeds(seeds) if seeds.exists() else None)
 
 
 def load_works(path: Path) -> dict[tuple, float]:
@@ -175,6 +187,17 @@ def load_works(path: Path) -> dict[tuple, float]:
     return speed
 
 
+def load_seeds(path: Path) -> dict[tuple, list[float]]:
+    """Each model's val_accuracy at the other training seeds, from measure_grid.py --seeds (runs that ran ok)."""
+    meta = json.loads(path.with_suffix(".json").read_text())
+    accuracy: dict[tuple, list[float]] = {}
+    with path.open() as f:
+        for r in csv.DictReader(f):
+            if r["outcome"] == "ok":
+                accuracy.setdefault(key_of(r, list(meta["space"])), []).append(float(r["val_accuracy"]))
+    return accuracy
+
+
 def denoised(table: Table) -> Table:
     """The table read by what each knob can change. Accuracy: the median over the cells of the same maths
     (cells that differ only in speed-only knobs, search/sweep/staging.py: another loader worker count is
@@ -183,8 +206,9 @@ def denoised(table: Table) -> Table:
     fastest of the cells that do the same work (cells that differ only in the learning rate:
     digits_lr_grid's seven span up to 9.2x, measured at loads of 2 to 10), by load_table's rule that other
     jobs only ever slow a run down; where the works were timed on their own (table.work_speed), that
-    time instead, and the cell's training time scaled to it. What an ok cell reports is otherwise as
-    measured."""
+    time instead, and the cell's training time scaled to it. Where the models were trained again at other
+    training seeds (table.seed_accuracy), a cell's accuracy is the mean of that median (the table's own
+    seed) and those seeds' accuracies. What an ok cell reports is otherwise as measured."""
     from measure_grid import WORK_NEUTRAL
 
     from search.sweep.staging import SPEED_ONLY
@@ -203,7 +227,8 @@ def denoised(table: Table) -> Table:
     for key, result in ok.items():
         maths = tuple(v for k, v in zip(keys, key) if k not in SPEED_ONLY)
         work = tuple(v for k, v in zip(keys, key) if k not in WORK_NEUTRAL)
-        metrics = {**result["metrics"], "val_accuracy": statistics.median(accuracy[maths]),
+        at_seeds = [statistics.median(accuracy[maths]), *(table.seed_accuracy or {}).get(maths, [])]
+        metrics = {**result["metrics"], "val_accuracy": statistics.fmean(at_seeds),
                    "throughput_samples_per_s": speed[work]}
         if table.work_speed is not None:  # timed on its own: this cell's training at its work's speed
             measured = result["metrics"]["throughput_samples_per_s"]
@@ -213,7 +238,7 @@ def denoised(table: Table) -> Table:
                 "trial_wall_s", 0.0) - result["metrics"].get("train_wall_s", 0.0) + train_s)
         results[key] = {**result, "metrics": metrics}
     return Table(table.name, table.space, results, table.order, {**table.meta, "denoised": True},
-                 table.work_speed)
+                 table.work_speed, table.seed_accuracy)
 
 
 def label(table: Table) -> str:
@@ -488,8 +513,9 @@ def render_table(table: Table, baseline: dict, floor: float, target: float, rows
         f"`{' '.join(meta['overrides'])}`: {len(table.results)} configurations ({ok} ran ok), "
         + ", ".join(f"`{k}={v}`" for k, v in table.space.items()) + "  ",
         f"Machine: {meta['machine']}  ",
-        ("Read by what each knob can change (`denoised`): a cell's val_accuracy is the median of the cells of "
-         "its maths (they differ only in speed-only knobs), its throughput "
+        ("Read by what each knob can change (`denoised`): a cell's val_accuracy is "
+         + (seeds_text(table, meta["seeds"]) if table.seed_accuracy is not None else
+            "the median of the cells of its maths (they differ only in speed-only knobs)") + ", its throughput "
          + (works_text(table, meta["works"]) if table.work_speed is not None else
             "the fastest of the cells of its work (they differ only in the learning rate)") + "  "
          if meta.get("denoised") else "Read as measured (`--as-measured`): each cell's own single measurement  "),
@@ -508,6 +534,14 @@ def render_table(table: Table, baseline: dict, floor: float, target: float, rows
           + f" | {s['missed']} |" for name, s in rows.items()],
         "",
     ]
+
+
+def seeds_text(table: Table, seeds: dict) -> str:
+    """Where a denoised cell's accuracy comes from when the grid's models were trained at other seeds too."""
+    at = sorted({int(s) for s in seeds["seeds"]})
+    return (f"the mean over training seeds {', '.join(map(str, [0, *at]))} (seed 0: the table's, the median of "
+            f"the cells of its maths, which differ only in speed-only knobs; the others: `{seeds['command']}` on "
+            f"{seeds['date'][:10]}, {seeds['wall_s'] / 60:.0f} min, `scripts/bench/data/{table.name}.seeds.csv`)")
 
 
 def works_text(table: Table, works: dict) -> str:
@@ -554,6 +588,8 @@ def main(argv: list[str]) -> int:
                         help="the target as a fraction of the best throughput at the floor (another prints only)")
     parser.add_argument("--as-measured", action="store_true",
                         help="each cell as measured, without reading same-maths and same-work cells together")
+    parser.add_argument("--first-training-seed", action="store_true",
+                        help="each model's accuracy at the table's own training seed only (ignore <grid>.seeds.csv)")
     parser.add_argument("--quick", action="store_true",
                         help="2 seeds, 3 strategies, at most 8 trials; checks the replay works")
     parser.add_argument("--no-write", action="store_true", help="print only; leave docs/BENCHMARKS.md alone")
@@ -586,13 +622,17 @@ def main(argv: list[str]) -> int:
     seeds = 2 if args.quick else args.seeds
     sections, verdicts = [], []
     for path in tables:
-        table = load_table(path) if args.as_measured else denoised(load_table(path))
+        table = load_table(path)
+        table = dataclasses.replace(table, seed_accuracy=None) if args.first_training_seed else table
+        table = table if args.as_measured else denoised(table)
         baseline = baseline_of(table)
         floor = floor_of(table, baseline, args.accuracy_floor)
         target = target_of(table, floor, args.target_fraction)
         print(f"{table.name}: baseline {baseline}, floor {floor:.4f}, target {target:.0f} samples/s"
               + (f", throughput from {table.name}.works.csv" if table.work_speed is not None and not args.as_measured
-                 else ""), flush=True)
+                 else "")
+              + (f", accuracy the mean with {table.name}.seeds.csv" if table.seed_accuracy is not None
+                 and not args.as_measured else ""), flush=True)
         ok = [r for r in table.results.values() if r["outcome"] == "ok"]
         grid_hv = hypervolume([(r["metrics"]["throughput_samples_per_s"], r["metrics"]["val_accuracy"]) for r in ok],
                               max(r["metrics"]["throughput_samples_per_s"] for r in ok))

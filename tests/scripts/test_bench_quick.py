@@ -47,10 +47,16 @@ def test_grid_then_replay(tmp_path: Path) -> None:
         works = list(csv.DictReader(f))
     assert sorted(r["batch_size"] for r in works) == ["32", "64"] and all(r["outcome"] == "ok" for r in works)
     assert "val_accuracy" not in works[0] and float(works[0]["throughput_samples_per_s"]) > 0
+    # the models trained again at another training seed: the replay reads a cell's accuracy as the mean
+    bench("measure_grid.py", "--seeds", "1", "--out", str(tmp_path / "grid"), cwd=tmp_path)
+    with (tmp_path / "grid" / "digits_grid.seeds.csv").open() as f:
+        at_seed = list(csv.DictReader(f))
+    assert sorted((r["batch_size"], r["seed"]) for r in at_seed) == [("32", "1"), ("64", "1")], at_seed
+    assert all(0 <= float(r["val_accuracy"]) <= 1 and "throughput_samples_per_s" not in r for r in at_seed)
 
     tiny = bench("search_efficiency.py", "--table", str(tmp_path / "grid" / "digits_grid.csv"),
                  "--accuracy-floor", "0", cwd=tmp_path)
-    assert "throughput from digits_grid.works.csv" in tiny
+    assert "throughput from digits_grid.works.csv" in tiny and "accuracy the mean with digits_grid.seeds.csv" in tiny
     stored = bench("search_efficiency.py", cwd=tmp_path)
     for text in (tiny, stored):
         lines = {line.split("  ")[0].strip(): line for line in text.splitlines() if "trials to target mean" in line}
