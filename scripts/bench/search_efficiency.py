@@ -100,6 +100,7 @@ class Strategy:
     search_for: str = "answer"  # hydra.sweeper.search_for: "front" shows the sampler both metrics throughout
     gp_view: bool = True  # False: the GP sees the study as it is (choices unordered, both metrics): before
     stopped_unknown: bool = True  # False: the GP's view shows a stopped trial as told (infeasible, worst accuracy)
+    stop_start_moves: bool = True  # False: the start design's moves run to the end (never stopped early)
     start_design: str = "one_knob_at_a_time"  # hydra.sweeper.start_design; "sampler": its own start-up trials;
     # "any sampler": the start design whatever the sampler (the sweep runs it for the GP only)
 
@@ -114,6 +115,7 @@ STRATEGIES: dict[str, Strategy] = {
     "stopped = probe throughput + worst accuracy, feasible": Strategy(stopped="worst"),
     "stopped = probe throughput + worst accuracy, infeasible": Strategy(stopped="infeasible"),
     "default, no early stopping": Strategy(early_stopping=False),
+    "start moves never stopped early": Strategy(stop_start_moves=False),
     "start design = sampler (the GP's random start-up)": Strategy(start_design="sampler"),
     "search_for=front (choices in order, two metrics throughout)": Strategy(search_for="front"),
     "before: GP sees choices unordered, two metrics": Strategy(gp_view=False),
@@ -392,7 +394,7 @@ def replay(table: Table, name: str, seed: int, floor: float, target: float, min_
     from search.sweep.roles import enqueue
     from search.sweep.rule_sampler import RuleAwareSampler
     from search.sweep.space import build_space
-    from search.sweep.start_design import enqueue_start, one_knob_at_a_time, starts_from_design
+    from search.sweep.start_design import START_ATTR, enqueue_start, one_knob_at_a_time, starts_from_design
     from search.sweep.study import METRIC_NAMES_ATTR, make_sampler
 
     dists = build_space(table.space, []).distributions
@@ -424,7 +426,8 @@ def replay(table: Table, name: str, seed: int, floor: float, target: float, min_
         config = {k: trial.params[k] for k in keys}
         result = table.results[key_of(config, keys)]
         floor_known = accuracy_floor(study, ACCURACY_TOLERANCE) if strategy.search_for == "answer" else None
-        bar = None if first or not strategy.early_stopping else probe_bar(
+        moved = START_ATTR in trial.user_attrs and not strategy.stop_start_moves
+        bar = None if first or moved or not strategy.early_stopping else probe_bar(
             study.get_trials(deepcopy=False), margin, startup, floor_known)
         first = False
         result, cost = stopped_result(table, config, result, bar, train)
@@ -648,6 +651,7 @@ def main(argv: list[str]) -> int:
             args.save.write_text(json.dumps({"table": str(path.resolve().relative_to(REPO)),
                                              "command": shown, "seeds": seeds, "rows": rows,
                                              "denoised": not args.as_measured,
+                                             "first_training_seed": args.first_training_seed,
                                              "wall_s": time.perf_counter() - started, "load": load_averages()}))
         if "default" not in rows or "random" not in rows:  # a run of some strategies, for --merge
             continue
@@ -675,20 +679,23 @@ def main(argv: list[str]) -> int:
 def merge(paths: list[Path], note: str) -> int:
     """The doc's section from runs saved with --save; runs of the same grid add their strategies (the default
     first, then in the order given), so strategies can run apart to share the CPU."""
-    grids: dict[str, dict] = {}
+    grids: dict[tuple, dict] = {}
     for path in paths:
         saved = json.loads(path.read_text())
-        grid = grids.setdefault((saved["table"], saved.get("denoised", False)),
-                                {"rows": {}, "commands": [], "seeds": set()})
+        read = (saved["table"], saved.get("denoised", False), saved.get("first_training_seed", False))
+        grid = grids.setdefault(read, {"rows": {}, "commands": [], "seeds": set()})
         grid["rows"].update(saved["rows"])
         command = re.sub(r" --save \S+", "", saved["command"])
         grid["commands"].append(f"`{command}` "
                                 f"({saved['wall_s']:.0f} s, load average {saved['load']})")
         grid["seeds"].add(saved["seeds"])
-    sections, verdicts, commands, seeds = [], [], [], set()
-    for (name, denoise), grid in grids.items():
+    sections, verdicts, commands, seeds, training_seeds = [], [], [], set(), set()
+    for (name, denoise, first_seed), grid in grids.items():
         table = load_table(REPO / name if not Path(name).is_absolute() else Path(name))
+        table = dataclasses.replace(table, seed_accuracy=None) if first_seed else table
         table = denoised(table) if denoise else table
+        if denoise and table.seed_accuracy is not None:
+            training_seeds.add(1 + len(table.meta["seeds"]["seeds"]))
         baseline = baseline_of(table)
         floor = floor_of(table, baseline, None)
         rows = {k: grid["rows"][k] for k in ["default", "random", *grid["rows"]] if k in grid["rows"]}
@@ -703,7 +710,9 @@ def merge(paths: list[Path], note: str) -> int:
     write_section(SECTION, "\n".join(lines))
     update_summary("Search efficiency", "; ".join(
         f"{name}: median {d} trials vs random {r} (ratio {ratio:.2f})" for name, ratio, _, d, r in verdicts)
-        + f", {min(seeds)} seeds, replayed on measured grids", all(v[2] for v in verdicts))
+        + f", {min(seeds)} seeds, replayed on measured grids"
+        + (f" (val_accuracy: the mean of {'/'.join(map(str, sorted(training_seeds)))} training seeds)"
+           if training_seeds else ""), all(v[2] for v in verdicts))
     print("updated docs/BENCHMARKS.md")
     return 0
 
