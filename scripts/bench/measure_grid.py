@@ -151,8 +151,9 @@ def measure(space: dict[str, str], overrides: list[str], table: Path, passes: in
             writer.writerow(row)
             f.flush()
             done.append(row)
-            shown = result["outcome"] if result["outcome"] != "ok" else f"acc {m['val_accuracy']:.3f}" if seeds \
-                else f"{m['throughput_samples_per_s']:.0f} samples/s" + ("" if works else f", acc {m['val_accuracy']:.3f}")
+            accuracy = f"acc {m['val_accuracy']:.3f}" if "val_accuracy" in m else ""
+            speed = f"{m['throughput_samples_per_s']:.0f} samples/s" if not seeds else ""
+            shown = result["outcome"] if result["outcome"] != "ok" else ", ".join(x for x in (speed, accuracy) if x)
             print(f"[{i}/{len(todo)}] {column} {number} {config}: {shown}, {m.get('trial_wall_s', 0):.1f} s, "
                   f"load {load:.2f}, other processes {others:.2f} cores", flush=True)
     return done
@@ -193,7 +194,8 @@ def main(argv: list[str]) -> int:
     space, overrides = GRIDS[args.grid]
     space = QUICK_SPACE if args.quick else space
     space = work_space(space) if args.works else maths_space(space) if args.seeds else space
-    overrides = overrides + (QUICK_OVERRIDES if args.quick else []) + (["train.throughput_only=true"] if args.works else [])
+    overrides = (overrides + (QUICK_OVERRIDES if args.quick else [])
+                 + (["train.throughput_only=true"] if args.works else []))
     args.out.mkdir(parents=True, exist_ok=True)
     kind = ".works" if args.works else ".seeds" if args.seeds else ""
     table = args.out / f"{args.grid}{kind}.csv"
