@@ -165,9 +165,16 @@ def read_table(path: Path) -> list[dict]:
 
 
 def write_meta(path: Path, space: dict[str, str], overrides: list[str], command: str, started: str,
-               wall_s: float, seeds: list[int] | None = None) -> None:
+               wall_s: float, seeds: list[int] | None = None, added: bool = False) -> None:
+    """The table's provenance. `added`: this run added rows to a table an earlier run wrote (other seeds, more
+    passes), so its command and time are added to the earlier ones and the first date kept."""
     from benchdoc import machine_line
 
+    earlier = json.loads(path.read_text()) if added and path.exists() else None
+    if earlier is not None:
+        commands = earlier["command"].split("; ")
+        command = "; ".join(commands + ([command] if command not in commands else []))
+        started, wall_s = earlier["date"], wall_s + earlier["wall_s"]
     meta = {"command": command, "space": space, "overrides": overrides, "date": started,
             "machine": machine_line(),
             "wall_s": round(wall_s, 1), **({"seeds": seeds} if seeds else {}),
@@ -200,6 +207,7 @@ def main(argv: list[str]) -> int:
     kind = ".works" if args.works else ".seeds" if args.seeds else ""
     table = args.out / f"{args.grid}{kind}.csv"
     started, t0 = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), time.perf_counter()
+    added = table.exists()
     rows = measure(space, overrides, table, 1 if args.quick else args.passes, args.works, args.seeds)
     ok = [r for r in rows if r["outcome"] == "ok"]
     if not ok:
@@ -207,7 +215,8 @@ def main(argv: list[str]) -> int:
         return 1
     shown = "".join(f" {a}" for a in argv if a not in ("--out", str(args.out)))
     write_meta(table.with_suffix(".json"), space, overrides, f"python scripts/bench/measure_grid.py{shown}",
-               started, time.perf_counter() - t0, args.seeds)
+               started, time.perf_counter() - t0,
+               sorted({int(r["seed"]) for r in rows}) if args.seeds else None, added)
     print(f"{len(rows)} measurements ({len(ok)} ok) in {table}")
     return 0
 

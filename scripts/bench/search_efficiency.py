@@ -543,8 +543,10 @@ def seeds_text(table: Table, seeds: dict) -> str:
     """Where a denoised cell's accuracy comes from when the grid's models were trained at other seeds too."""
     at = sorted({int(s) for s in seeds["seeds"]})
     return (f"the mean over training seeds {', '.join(map(str, [0, *at]))} (seed 0: the table's, the median of "
-            f"the cells of its maths, which differ only in speed-only knobs; the others: `{seeds['command']}` on "
-            f"{seeds['date'][:10]}, {seeds['wall_s'] / 60:.0f} min, `scripts/bench/data/{table.name}.seeds.csv`)")
+            f"the cells of its maths, which differ only in speed-only knobs; the others: "
+            + " then ".join(f"`{c}`" for c in seeds["command"].split("; "))
+            + f" from {seeds['date'][:10]}, {seeds['wall_s'] / 60:.0f} min in all, "
+            f"`scripts/bench/data/{table.name}.seeds.csv`)")
 
 
 def works_text(table: Table, works: dict) -> str:

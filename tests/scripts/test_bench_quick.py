@@ -7,6 +7,7 @@ None of them may touch docs/BENCHMARKS.md.
 from __future__ import annotations
 
 import csv
+import json
 import os
 import subprocess
 import sys
@@ -53,6 +54,9 @@ def test_grid_then_replay(tmp_path: Path) -> None:
         at_seed = list(csv.DictReader(f))
     assert sorted((r["batch_size"], r["seed"]) for r in at_seed) == [("32", "1"), ("64", "1")], at_seed
     assert all(0 <= float(r["val_accuracy"]) <= 1 and "throughput_samples_per_s" not in r for r in at_seed)
+    bench("measure_grid.py", "--seeds", "2", "--out", str(tmp_path / "grid"), cwd=tmp_path)  # adds to the table
+    meta = json.loads((tmp_path / "grid" / "digits_grid.seeds.json").read_text())
+    assert meta["seeds"] == [1, 2] and meta["command"].count("measure_grid.py --quick --seeds") == 2, meta
 
     tiny = bench("search_efficiency.py", "--table", str(tmp_path / "grid" / "digits_grid.csv"),
                  "--accuracy-floor", "0", cwd=tmp_path)
