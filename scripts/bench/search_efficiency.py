@@ -39,7 +39,7 @@ in each of several shuffled passes, so a neighbour's load falls on all
 alike), the fastest of its work's passes there, its training time scaled to
 match; where the grid's models were trained at other training seeds too
 (`<grid>.seeds.csv`, measure_grid.py --seeds), a cell's accuracy is the mean
-over the seeds (`--first-training-seed` leaves them out): at the grids' budget
+over the seeds (`--training-seeds` picks which; `--training-seeds 0` is the table's own alone): at the grids' budget
 one model's val_accuracy moves by up to 13 points from seed to seed, and the
 sweep itself judges its answer's accuracy by the mean of two seeds.
 `--as-measured` replays the cells as they are.
@@ -142,8 +142,8 @@ class Table:
     order: list[dict]  # configurations in Hydra's BasicSweeper order
     meta: dict = field(default_factory=dict)
     work_speed: dict[tuple, float] | None = None  # from <grid>.works.csv: each work's fastest pass, samples/s
-    seed_accuracy: dict[tuple, list[float]] | None = None  # from <grid>.seeds.csv: each model's val_accuracy at
-    # the other training seeds
+    seed_accuracy: dict[tuple, dict[int, float]] | None = None  # from <grid>.seeds.csv: each model's val_accuracy
+    # at the other training seeds, by seed
 
 
 def key_of(params: dict, keys: list[str]) -> tuple:
@@ -189,15 +189,29 @@ def load_works(path: Path) -> dict[tuple, float]:
     return speed
 
 
-def load_seeds(path: Path) -> dict[tuple, list[float]]:
+def load_seeds(path: Path) -> dict[tuple, dict[int, float]]:
     """Each model's val_accuracy at the other training seeds, from measure_grid.py --seeds (runs that ran ok)."""
     meta = json.loads(path.with_suffix(".json").read_text())
-    accuracy: dict[tuple, list[float]] = {}
+    accuracy: dict[tuple, dict[int, float]] = {}
     with path.open() as f:
         for r in csv.DictReader(f):
             if r["outcome"] == "ok":
-                accuracy.setdefault(key_of(r, list(meta["space"])), []).append(float(r["val_accuracy"]))
+                accuracy.setdefault(key_of(r, list(meta["space"])), {})[int(r["seed"])] = float(r["val_accuracy"])
     return accuracy
+
+
+def at_training_seeds(table: Table, seeds: list[int] | None) -> Table:
+    """The table with its models' accuracy at these training seeds only (0: the table's own, always read);
+    None: every seed measured."""
+    if seeds is None or table.seed_accuracy is None:
+        return table
+    kept = {maths: {s: a for s, a in by_seed.items() if s in seeds} for maths, by_seed in table.seed_accuracy.items()}
+    return dataclasses.replace(table, seed_accuracy=kept if any(kept.values()) else None)
+
+
+def training_seeds(table: Table) -> list[int]:
+    """The training seeds a denoised cell's accuracy is the mean of."""
+    return sorted({0, *(s for by_seed in (table.seed_accuracy or {}).values() for s in by_seed)})
 
 
 def denoised(table: Table) -> Table:
@@ -229,7 +243,7 @@ def denoised(table: Table) -> Table:
     for key, result in ok.items():
         maths = tuple(v for k, v in zip(keys, key) if k not in SPEED_ONLY)
         work = tuple(v for k, v in zip(keys, key) if k not in WORK_NEUTRAL)
-        at_seeds = [statistics.median(accuracy[maths]), *(table.seed_accuracy or {}).get(maths, [])]
+        at_seeds = [statistics.median(accuracy[maths]), *(table.seed_accuracy or {}).get(maths, {}).values()]
         metrics = {**result["metrics"], "val_accuracy": statistics.fmean(at_seeds),
                    "throughput_samples_per_s": speed[work]}
         if table.work_speed is not None:  # timed on its own: this cell's training at its work's speed
@@ -541,8 +555,7 @@ def render_table(table: Table, baseline: dict, floor: float, target: float, rows
 
 def seeds_text(table: Table, seeds: dict) -> str:
     """Where a denoised cell's accuracy comes from when the grid's models were trained at other seeds too."""
-    at = sorted({int(s) for s in seeds["seeds"]})
-    return (f"the mean over training seeds {', '.join(map(str, [0, *at]))} (seed 0: the table's, the median of "
+    return (f"the mean over training seeds {', '.join(map(str, training_seeds(table)))} (seed 0: the table's, the median of "
             f"the cells of its maths, which differ only in speed-only knobs; the others: "
             + " then ".join(f"`{c}`" for c in seeds["command"].split("; "))
             + f" from {seeds['date'][:10]}, {seeds['wall_s'] / 60:.0f} min in all, "
@@ -593,8 +606,9 @@ def main(argv: list[str]) -> int:
                         help="the target as a fraction of the best throughput at the floor (another prints only)")
     parser.add_argument("--as-measured", action="store_true",
                         help="each cell as measured, without reading same-maths and same-work cells together")
-    parser.add_argument("--first-training-seed", action="store_true",
-                        help="each model's accuracy at the table's own training seed only (ignore <grid>.seeds.csv)")
+    parser.add_argument("--training-seeds", type=int, nargs="+", metavar="SEED",
+                        help="a cell's accuracy: the mean at these training seeds only (0, the table's own, always "
+                             "among them; default: every seed in <grid>.seeds.csv)")
     parser.add_argument("--quick", action="store_true",
                         help="2 seeds, 3 strategies, at most 8 trials; checks the replay works")
     parser.add_argument("--no-write", action="store_true", help="print only; leave docs/BENCHMARKS.md alone")
@@ -607,6 +621,11 @@ def main(argv: list[str]) -> int:
         return merge(args.merge, args.note)
     if args.seeds < 2:
         print(f"search_efficiency: --seeds must be >= 2; got {args.seeds}; fix: --seeds 30", file=sys.stderr)
+        return 2
+    if args.training_seeds is not None and 0 not in args.training_seeds:
+        print(f"search_efficiency: --training-seeds must include 0, the table's own seed (its cells' speed and "
+              f"outcome come from it); got {' '.join(map(str, args.training_seeds))}; fix: --training-seeds 0 "
+              + " ".join(map(str, args.training_seeds)), file=sys.stderr)
         return 2
     if args.target_fraction != TARGET_FRACTION and not (args.no_write and not args.save):
         print(f"search_efficiency: the doc's goal is at {TARGET_FRACTION} of the best throughput, so another "
@@ -628,7 +647,7 @@ def main(argv: list[str]) -> int:
     sections, verdicts = [], []
     for path in tables:
         table = load_table(path)
-        table = dataclasses.replace(table, seed_accuracy=None) if args.first_training_seed else table
+        table = at_training_seeds(table, args.training_seeds)
         table = table if args.as_measured else denoised(table)
         baseline = baseline_of(table)
         floor = floor_of(table, baseline, args.accuracy_floor)
@@ -636,8 +655,9 @@ def main(argv: list[str]) -> int:
         print(f"{table.name}: baseline {baseline}, floor {floor:.4f}, target {target:.0f} samples/s"
               + (f", throughput from {table.name}.works.csv" if table.work_speed is not None and not args.as_measured
                  else "")
-              + (f", accuracy the mean with {table.name}.seeds.csv" if table.seed_accuracy is not None
-                 and not args.as_measured else ""), flush=True)
+              + (f", accuracy the mean at training seeds {' '.join(map(str, training_seeds(table)))} "
+                 f"({table.name}.seeds.csv)" if table.seed_accuracy is not None and not args.as_measured else ""),
+              flush=True)
         ok = [r for r in table.results.values() if r["outcome"] == "ok"]
         grid_hv = hypervolume([(r["metrics"]["throughput_samples_per_s"], r["metrics"]["val_accuracy"]) for r in ok],
                               max(r["metrics"]["throughput_samples_per_s"] for r in ok))
@@ -653,7 +673,7 @@ def main(argv: list[str]) -> int:
             args.save.write_text(json.dumps({"table": str(path.resolve().relative_to(REPO)),
                                              "command": shown, "seeds": seeds, "rows": rows,
                                              "denoised": not args.as_measured,
-                                             "first_training_seed": args.first_training_seed,
+                                             "training_seeds": args.training_seeds,
                                              "wall_s": time.perf_counter() - started, "load": load_averages()}))
         if "default" not in rows or "random" not in rows:  # a run of some strategies, for --merge
             continue
@@ -684,20 +704,21 @@ def merge(paths: list[Path], note: str) -> int:
     grids: dict[tuple, dict] = {}
     for path in paths:
         saved = json.loads(path.read_text())
-        read = (saved["table"], saved.get("denoised", False), saved.get("first_training_seed", False))
+        seeds_read = saved.get("training_seeds")
+        read = (saved["table"], saved.get("denoised", False), tuple(seeds_read) if seeds_read is not None else None)
         grid = grids.setdefault(read, {"rows": {}, "commands": [], "seeds": set()})
         grid["rows"].update(saved["rows"])
         command = re.sub(r" --save \S+", "", saved["command"])
         grid["commands"].append(f"`{command}` "
                                 f"({saved['wall_s']:.0f} s, load average {saved['load']})")
         grid["seeds"].add(saved["seeds"])
-    sections, verdicts, commands, seeds, training_seeds = [], [], [], set(), set()
-    for (name, denoise, first_seed), grid in grids.items():
+    sections, verdicts, commands, seeds, seeds_used = [], [], [], set(), set()
+    for (name, denoise, seeds_read), grid in grids.items():
         table = load_table(REPO / name if not Path(name).is_absolute() else Path(name))
-        table = dataclasses.replace(table, seed_accuracy=None) if first_seed else table
+        table = at_training_seeds(table, list(seeds_read) if seeds_read is not None else None)
         table = denoised(table) if denoise else table
         if denoise and table.seed_accuracy is not None:
-            training_seeds.add(1 + len(table.meta["seeds"]["seeds"]))
+            seeds_used.add(len(training_seeds(table)))
         baseline = baseline_of(table)
         floor = floor_of(table, baseline, None)
         rows = {k: grid["rows"][k] for k in ["default", "random", *grid["rows"]] if k in grid["rows"]}
@@ -713,8 +734,8 @@ def merge(paths: list[Path], note: str) -> int:
     update_summary("Search efficiency", "; ".join(
         f"{name}: median {d} trials vs random {r} (ratio {ratio:.2f})" for name, ratio, _, d, r in verdicts)
         + f", {min(seeds)} seeds, replayed on measured grids"
-        + (f" (val_accuracy: the mean of {'/'.join(map(str, sorted(training_seeds)))} training seeds)"
-           if training_seeds else ""), all(v[2] for v in verdicts))
+        + (f" (val_accuracy: the mean of {'/'.join(map(str, sorted(seeds_used)))} training seeds)"
+           if seeds_used else ""), all(v[2] for v in verdicts))
     print("updated docs/BENCHMARKS.md")
     return 0
 

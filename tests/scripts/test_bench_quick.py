@@ -60,10 +60,13 @@ def test_grid_then_replay(tmp_path: Path) -> None:
 
     tiny = bench("search_efficiency.py", "--table", str(tmp_path / "grid" / "digits_grid.csv"),
                  "--accuracy-floor", "0", cwd=tmp_path)
-    assert "throughput from digits_grid.works.csv" in tiny and "accuracy the mean with digits_grid.seeds.csv" in tiny
+    assert "throughput from digits_grid.works.csv" in tiny and "accuracy the mean at training seeds 0 1 2" in tiny
     first_seed = bench("search_efficiency.py", "--table", str(tmp_path / "grid" / "digits_grid.csv"),
-                       "--accuracy-floor", "0", "--first-training-seed", cwd=tmp_path)
+                       "--accuracy-floor", "0", "--training-seeds", "0", cwd=tmp_path)
     assert "throughput from digits_grid.works.csv" in first_seed and "seeds.csv" not in first_seed
+    two = bench("search_efficiency.py", "--table", str(tmp_path / "grid" / "digits_grid.csv"),
+                "--accuracy-floor", "0", "--training-seeds", "0", "2", cwd=tmp_path)
+    assert "accuracy the mean at training seeds 0 2 (" in two
     stored = bench("search_efficiency.py", cwd=tmp_path)
     for text in (tiny, stored):
         lines = {line.split("  ")[0].strip(): line for line in text.splitlines() if "trials to target mean" in line}
