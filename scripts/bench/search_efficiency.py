@@ -39,9 +39,10 @@ in each of several shuffled passes, so a neighbour's load falls on all
 alike), the fastest of its work's passes there, its training time scaled to
 match; where the grid's models were trained at other training seeds too
 (`<grid>.seeds.csv`, measure_grid.py --seeds), a cell's accuracy is the mean
-over the seeds (`--training-seeds` picks which; `--training-seeds 0` is the table's own alone): at the grids' budget
-one model's val_accuracy moves by up to 13 points from seed to seed, and the
-sweep itself judges its answer's accuracy by the mean of two seeds.
+over the seeds (`--training-seeds` picks which; `--training-seeds 0` reads
+the table's own alone): at the grids' budget one model's val_accuracy moves
+by a few points from seed to seed (up to 14.5), and the sweep itself judges
+its answer's accuracy by the mean of two seeds.
 `--as-measured` replays the cells as they are.
 
 Per strategy and seed: the trials (and trial numbers, which also count the
@@ -555,8 +556,8 @@ def render_table(table: Table, baseline: dict, floor: float, target: float, rows
 
 def seeds_text(table: Table, seeds: dict) -> str:
     """Where a denoised cell's accuracy comes from when the grid's models were trained at other seeds too."""
-    return (f"the mean over training seeds {', '.join(map(str, training_seeds(table)))} (seed 0: the table's, the median of "
-            f"the cells of its maths, which differ only in speed-only knobs; the others: "
+    return (f"the mean over training seeds {', '.join(map(str, training_seeds(table)))} (seed 0: the table's, "
+            f"the median of the cells of its maths, which differ only in speed-only knobs; the others: "
             + " then ".join(f"`{c}`" for c in seeds["command"].split("; "))
             + f" from {seeds['date'][:10]}, {seeds['wall_s'] / 60:.0f} min in all, "
             f"`scripts/bench/data/{table.name}.seeds.csv`)")
@@ -644,11 +645,13 @@ def main(argv: list[str]) -> int:
     strategies = QUICK_STRATEGIES if args.quick else [s for s in ("default", "random") if s in args.strategies] + [
         s for s in args.strategies if s not in ("default", "random")]
     seeds = 2 if args.quick else args.seeds
-    sections, verdicts = [], []
+    sections, verdicts, seeds_used = [], [], set()
     for path in tables:
         table = load_table(path)
         table = at_training_seeds(table, args.training_seeds)
         table = table if args.as_measured else denoised(table)
+        if not args.as_measured and table.seed_accuracy is not None:
+            seeds_used.add(len(training_seeds(table)))
         baseline = baseline_of(table)
         floor = floor_of(table, baseline, args.accuracy_floor)
         target = target_of(table, floor, args.target_fraction)
@@ -691,11 +694,17 @@ def main(argv: list[str]) -> int:
         command = "python scripts/bench/search_efficiency.py" + "".join(f" {shlex.quote(a)}" for a in shown)
         write_section(SECTION, render(command, seeds, sections, default_sampler_node(), load_averages(),
                                       time.perf_counter() - started, args.note))
-        update_summary("Search efficiency", "; ".join(
-            f"{name}: median {d} trials vs random {r} (ratio {ratio:.2f})" for name, ratio, _, d, r in verdicts) + f", {seeds} seeds, replayed on measured grids",
-            all(v[2] for v in verdicts))
+        update_summary("Search efficiency", summary_figure(verdicts, seeds, seeds_used), all(v[2] for v in verdicts))
         print("updated docs/BENCHMARKS.md")
     return 0
+
+
+def summary_figure(verdicts: list[tuple], seeds: int, seeds_used: set[int]) -> str:
+    """The summary row's figure: each grid's medians and ratio; how many training seeds its accuracy averages."""
+    grids = [f"{name}: median {d} trials vs random {r} (ratio {ratio:.2f})" for name, ratio, _, d, r in verdicts]
+    return ("; ".join(grids) + f", {seeds} seeds, replayed on measured grids"
+            + (f" (val_accuracy: the mean of {'/'.join(map(str, sorted(seeds_used)))} training seeds)"
+               if seeds_used else ""))
 
 
 def merge(paths: list[Path], note: str) -> int:
@@ -731,11 +740,7 @@ def merge(paths: list[Path], note: str) -> int:
     lines[2] = ("Commands, each with `--save FILE`, then `--merge FILE...` to write this section: "
                 + "; ".join(commands) + "  ")
     write_section(SECTION, "\n".join(lines))
-    update_summary("Search efficiency", "; ".join(
-        f"{name}: median {d} trials vs random {r} (ratio {ratio:.2f})" for name, ratio, _, d, r in verdicts)
-        + f", {min(seeds)} seeds, replayed on measured grids"
-        + (f" (val_accuracy: the mean of {'/'.join(map(str, sorted(seeds_used)))} training seeds)"
-           if seeds_used else ""), all(v[2] for v in verdicts))
+    update_summary("Search efficiency", summary_figure(verdicts, min(seeds), seeds_used), all(v[2] for v in verdicts))
     print("updated docs/BENCHMARKS.md")
     return 0
 
