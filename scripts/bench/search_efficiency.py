@@ -210,6 +210,18 @@ def at_training_seeds(table: Table, seeds: list[int] | None) -> Table:
     return dataclasses.replace(table, seed_accuracy=kept if any(kept.values()) else None)
 
 
+def read_grid(path: Path, denoise: bool, seeds: list[int] | None) -> Table:
+    """A stored grid as a replay reads it: its accuracy at these training seeds (None: every one measured),
+    denoised or as measured."""
+    table = at_training_seeds(load_table(path), seeds)
+    return denoised(table) if denoise else table
+
+
+def averaged_seeds(table: Table) -> int | None:
+    """How many training seeds a denoised table's accuracy is the mean of; None where it reads one."""
+    return len(training_seeds(table)) if table.meta.get("denoised") and table.seed_accuracy is not None else None
+
+
 def training_seeds(table: Table) -> list[int]:
     """The training seeds a denoised cell's accuracy is the mean of."""
     return sorted({0, *(s for by_seed in (table.seed_accuracy or {}).values() for s in by_seed)})
@@ -647,11 +659,8 @@ def main(argv: list[str]) -> int:
     seeds = 2 if args.quick else args.seeds
     sections, verdicts, seeds_used = [], [], set()
     for path in tables:
-        table = load_table(path)
-        table = at_training_seeds(table, args.training_seeds)
-        table = table if args.as_measured else denoised(table)
-        if not args.as_measured and table.seed_accuracy is not None:
-            seeds_used.add(len(training_seeds(table)))
+        table = read_grid(path, not args.as_measured, args.training_seeds)
+        seeds_used.add(averaged_seeds(table))
         baseline = baseline_of(table)
         floor = floor_of(table, baseline, args.accuracy_floor)
         target = target_of(table, floor, args.target_fraction)
@@ -699,12 +708,12 @@ def main(argv: list[str]) -> int:
     return 0
 
 
-def summary_figure(verdicts: list[tuple], seeds: int, seeds_used: set[int]) -> str:
+def summary_figure(verdicts: list[tuple], seeds: int, seeds_used: set[int | None]) -> str:
     """The summary row's figure: each grid's medians and ratio; how many training seeds its accuracy averages."""
     grids = [f"{name}: median {d} trials vs random {r} (ratio {ratio:.2f})" for name, ratio, _, d, r in verdicts]
+    averaged = sorted(n for n in seeds_used if n is not None)
     return ("; ".join(grids) + f", {seeds} seeds, replayed on measured grids"
-            + (f" (val_accuracy: the mean of {'/'.join(map(str, sorted(seeds_used)))} training seeds)"
-               if seeds_used else ""))
+            + (f" (val_accuracy: the mean of {'/'.join(map(str, averaged))} training seeds)" if averaged else ""))
 
 
 def merge(paths: list[Path], note: str) -> int:
@@ -723,11 +732,9 @@ def merge(paths: list[Path], note: str) -> int:
         grid["seeds"].add(saved["seeds"])
     sections, verdicts, commands, seeds, seeds_used = [], [], [], set(), set()
     for (name, denoise, seeds_read), grid in grids.items():
-        table = load_table(REPO / name if not Path(name).is_absolute() else Path(name))
-        table = at_training_seeds(table, list(seeds_read) if seeds_read is not None else None)
-        table = denoised(table) if denoise else table
-        if denoise and table.seed_accuracy is not None:
-            seeds_used.add(len(training_seeds(table)))
+        table = read_grid(REPO / name if not Path(name).is_absolute() else Path(name), denoise,
+                          list(seeds_read) if seeds_read is not None else None)
+        seeds_used.add(averaged_seeds(table))
         baseline = baseline_of(table)
         floor = floor_of(table, baseline, None)
         rows = {k: grid["rows"][k] for k in ["default", "random", *grid["rows"]] if k in grid["rows"]}
