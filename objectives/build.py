@@ -17,7 +17,7 @@ from torch.utils.data import DataLoader
 
 from objectives.config import TrialConfig
 from objectives.knobs.batch_size import apply_lr_scaling, global_batch_size
-from objectives.knobs.compile import apply_compile
+from objectives.knobs.compile import apply_compile, apply_compile_loss
 from objectives.knobs.framework import apply_framework, channels_last_skip_reason, input_format
 from objectives.knobs.loader import apply_loader, device_augment_skip_reason
 from objectives.knobs.memory import apply_activation_checkpointing, checkpointing_skip_reason
@@ -26,7 +26,7 @@ from objectives.knobs.optimizer import build_optimizer
 from objectives.knobs.parallel import apply_ddp
 from objectives.knobs.precision import PrecisionPlan, apply_precision
 from objectives.sampling import ShardedEpochSampler
-from objectives.workload import Workload
+from objectives.workload import LossFn, Workload
 from objectives.workloads import build_workload
 
 
@@ -41,6 +41,7 @@ class BuiltModel:
     metrics: dict[str, float]  # parameter and FLOP counts, fp8 and 2:4 layer counts
     not_applied: dict[str, str]  # knob -> why it cannot apply to this workload
     semi_sparse_layers: list[str]
+    train_loss_fn: LossFn  # the workload's loss, compiled with parallel.compile (evaluation keeps work.loss_fn)
 
 
 @dataclass
@@ -91,12 +92,13 @@ def build_model(cfg: TrialConfig, device: torch.device, world_size: int) -> Buil
     channels_last = "framework.channels_last" not in not_applied
     model = apply_framework(cfg.framework, model, device.type, channels_last)  # the format compile will see
     model = apply_compile(cfg.parallel, model)  # before DDP, so DDP's hooks see the compiled parameters
+    train_loss_fn = apply_compile_loss(cfg.parallel, work.loss_fn)
     model = apply_ddp(cfg.parallel, model, device)
     global_batch = global_batch_size(cfg.batch_size, world_size, cfg.parallel.grad_accum)
     lr = apply_lr_scaling(cfg.optim, global_batch)
     optimizer = build_optimizer(cfg.optim, model.parameters(), lr)  # last: it holds the final parameters
     return BuiltModel(work, model, precision, optimizer, lr, global_batch, metrics, not_applied,
-                      pruned.semi_sparse_layers)
+                      pruned.semi_sparse_layers, train_loss_fn)
 
 
 def build_loader(cfg: TrialConfig, built: BuiltModel, rank: int, world_size: int) -> BuiltLoader:

@@ -131,8 +131,8 @@ def trial_on_rank(rank: int, world_size: int, port: int, cfg: TrialConfig, repor
     curve = report is not None and measures_accuracy(cfg, work) and not cfg.train.throughput_only
     early_stop = plan_early_stop(cfg.train, plan, steps, global_batch, report if rank == 0 else None, curve,
                                  evaluate_now)
-    log = train(model, built.optimizer, fed.loader, fed.sampler, steps, plan, built.precision, device, work.loss_fn,
-                target, cfg.parallel.grad_accum, fed.prepare_input, early_stop)
+    log = train(model, built.optimizer, fed.loader, fed.sampler, steps, plan, built.precision, device,
+                built.train_loss_fn, target, cfg.parallel.grad_accum, fed.prepare_input, early_stop)
     finalize_model_pruning(unwrap(model))
     if log.stopped_early:  # the windows that ran: the probe's, or those before the learning curve was stopped
         plan = WindowPlan(plan.warmup_steps, plan.window_steps,

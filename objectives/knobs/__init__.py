@@ -58,6 +58,7 @@ RUN_ORDER: tuple[tuple[str, str], ...] = (
     ("apply_activation_checkpointing", "after that, so it wraps the final blocks"),
     ("apply_framework", "channels_last before compile, so compile sees the memory format it will run"),
     ("apply_compile", "before DDP, as torchtitan does, so DDP's hooks see the compiled module's parameters"),
+    ("apply_compile_loss", "the training loss compiled on a graph of its own when the model is compiled"),
     ("apply_ddp", "the last change to the model"),
     ("apply_lr_scaling", "the LR of the global batch, which DDP's world size and gradient accumulation set"),
     ("build_optimizer", "last on the model, so it holds exactly the final parameters"),

@@ -74,6 +74,25 @@ def test_compile_yields_a_compiled_module_and_keeps_compile_time_out_of_throughp
     assert "compile_wall_s" not in trial().metrics
 
 
+def test_compile_compiles_the_training_loss_on_its_own_graph_and_trains_the_same_maths():
+    """The loss outside the model's graph ran eagerly (on a GPU: fp32 logits, 58 GB instead of 45 for gpt2-small);
+    compiled apart it is the same function, and a compiled trial trains to the same loss as an eager one."""
+    from objectives.build import build_model
+    from objectives.config import parse_config
+
+    cfg = {**SMALL, "parallel": {"compile": "default", "compile_backend": "aot_eager"}}
+    built = build_model(parse_config(cfg), torch.device("cpu"), world_size=1)
+    assert built.train_loss_fn is not built.work.loss_fn
+    logits, targets = torch.randn(16, 10, requires_grad=True), torch.randint(0, 10, (16,))
+    torch.testing.assert_close(built.train_loss_fn(logits, targets), built.work.loss_fn(logits, targets))
+    eager = build_model(parse_config(SMALL), torch.device("cpu"), world_size=1)
+    assert eager.train_loss_fn is eager.work.loss_fn
+
+    compiled, plain = run_trial(cfg).metrics, trial().metrics
+    assert compiled["train_loss_final"] == pytest.approx(plain["train_loss_final"], rel=1e-3)
+    assert compiled["val_loss"] == pytest.approx(plain["val_loss"], rel=1e-3)
+
+
 def test_compile_needs_a_warmup_step_to_keep_compilation_out_of_throughput():
     with pytest.raises(ConfigError, match="train.warmup_steps must be >= 1 with parallel.compile=default"):
         run_trial({"parallel": {"compile": "default"}, "train": {"warmup_steps": 0}})
