@@ -8,6 +8,7 @@
 | 3 | the sweep gave up: too many trials failed (hydra.sweeper.max_failure_rate) |
 | 4 | `nightly`: a regression (search/nightly/regression.py says which test) |
 | 5 | `nightly`: it could not run (bad input, gave up, no trial ran ok, a crash, interrupted) |
+| 6 | `run`: the trial did not end ok (infeasible, failed, timeout): its table and one line on stderr say why |
 | 130 | interrupted by Ctrl-C (SIGINT): running trials closed as failed and enqueued again |
 | 143 | terminated by SIGTERM (preempted): as SIGINT |
 """
@@ -22,6 +23,7 @@ EXIT_BAD_INPUT = 2
 EXIT_GAVE_UP = 3
 EXIT_REGRESSION = 4
 EXIT_NIGHTLY_FAILED = 5
+EXIT_TRIAL_NOT_OK = 6
 
 
 class BadInput(ValueError):

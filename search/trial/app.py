@@ -38,7 +38,21 @@ def task(cfg: DictConfig) -> Any:
         from search.reports.tables import print_single
 
         print_single(job_cfg, result)
+        exit_unless_ok(result)
     return result
+
+
+def exit_unless_ok(result: dict) -> None:
+    """`python -m search run` in a script: a trial that did not end ok is not a success (exit 6)."""
+    if result.get("outcome") == "ok":
+        return
+    import sys
+
+    from search.errors import EXIT_TRIAL_NOT_OK
+
+    reason = " ".join(str(result.get("reason") or "no reason given").split())
+    print(f"search: the trial ended {result.get('outcome')}, not ok: {reason}", file=sys.stderr, flush=True)
+    raise SystemExit(EXIT_TRIAL_NOT_OK)
 
 
 BASIC_LAUNCHER = "hydra._internal.core_plugins.basic_launcher.BasicLauncher"

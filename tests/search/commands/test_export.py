@@ -117,3 +117,14 @@ def test_run_from_a_file_that_export_did_not_write_is_one_line(workdir: Path) ->
     assert result.returncode == 2 and "--from must name a file with a list of overrides" in result.stderr
     missing = run_search("run", "--from", "nosuch.yaml", cwd=workdir)
     assert missing.returncode == 2 and "--from must name a file written by python -m search export" in missing.stderr
+
+
+def test_a_run_whose_trial_does_not_end_ok_exits_6_with_the_reason(workdir: Path) -> None:
+    """`python -m search run` in a script (three re-measurements of an exported answer, say): a trial that
+    ended infeasible, failed or timed out must not read as success."""
+    result = run_search("run", "precision=fp8", "train.budget_samples=256", cwd=workdir)  # fp8 without compile
+    assert result.returncode == 6, result.stdout[-2000:] + result.stderr[-2000:]
+    assert "trial outcome: infeasible" in result.stdout
+    line = result.stderr.strip().splitlines()[-1]
+    assert line.startswith("search: the trial ended infeasible, not ok: parallel.compile must not be none")
+    assert line.endswith("fix: parallel.compile=default")
