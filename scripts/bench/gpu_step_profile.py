@@ -12,6 +12,8 @@ the (batch, 1024, 50257) logits in eager mode, where autocast runs it in fp32. T
 then profiles `model_compiled` for a few steps and sums CUDA kernel time by kind (matmul, attention,
 the loss, the optimizer, Inductor's fused kernels, the rest). Each variant first checks that its
 loss equals the eager model's on the same weights and batch (bf16 tolerance).
+The warm-up column holds the compiles; a later variant may reuse Inductor's cache, so it does not
+compare compile times.
 
 Needs torch and this repository only (no optuna, hydra or mlflow):
     python scripts/bench/gpu_step_profile.py [--batch 64] [--steps 20]
@@ -20,16 +22,29 @@ A dry run on a CPU: --size tiny --device cpu --backend aot_eager --dtype float32
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import sys
 import time
 from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
 from objectives.gpt import GPT, SIZES, model_flops_per_token  # noqa: E402
 from objectives.workload import cross_entropy  # noqa: E402
-from search.measure.mfu import peak_flops_per_s  # noqa: E402
+
+
+def _mfu_module():
+    """search/measure/mfu.py (the peaks the trials use) read as a file: importing it through the search
+    package would import omegaconf, which the GPU machine's image lacks."""
+    spec = importlib.util.spec_from_file_location("mfu", REPO / "search" / "measure" / "mfu.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+peak_flops_per_s = _mfu_module().peak_flops_per_s
 
 KINDS = (  # (kind, substrings of a kernel's name), first match wins
     ("attention", ("flash", "fmha", "attention", "sdpa")),

@@ -12,6 +12,7 @@ when nothing handed it (`python -m search run`, another launcher's process).
 """
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from hydra.core.hydra_config import HydraConfig
@@ -46,8 +47,6 @@ def exit_unless_ok(result: dict) -> None:
     """`python -m search run` in a script: a trial that did not end ok is not a success (exit 6)."""
     if result.get("outcome") == "ok":
         return
-    import sys
-
     from search.errors import EXIT_TRIAL_NOT_OK
 
     reason = " ".join(str(result.get("reason") or "no reason given").split())
