@@ -122,7 +122,7 @@ def hydra_arguments(command: str, rest: list[str], gpu_facts: GpuFacts | None = 
     pin_cuda_device_order()  # before Hydra, the forkserver or any trial: children inherit it
     if command == "multirun":
         rest = [*rest, *gpu_default(rest, gpu_facts)]  # a GPU and no objective=/search=: measure the GPU
-    rest = check_command_line(rest)
+    rest = check_command_line(rest, one_trial=command == "run")
     if "--multirun" in COMMANDS[command] and shows_configuration(rest):
         rest = sweeps_as_params(rest)  # Hydra composes no sweep outside --multirun; the space shows them
     return rest

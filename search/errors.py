@@ -4,7 +4,7 @@
 | --- | --- |
 | 0 | the sweep ran its trials |
 | 1 | `selftest`: a knob value the hardware check admits failed (the check is wrong); `doctor`: something a sweep needs is missing |
-| 2 | bad input: nothing was created |
+| 2 | bad input: nothing was created (`run`: a configuration that breaks a knob's rule or hardware check) |
 | 3 | the sweep gave up: too many trials failed (hydra.sweeper.max_failure_rate) |
 | 4 | `nightly`: a regression (search/nightly/regression.py says which test) |
 | 5 | `nightly`: it could not run (bad input, gave up, no trial ran ok, a crash, interrupted) |

@@ -6,6 +6,13 @@ here first turns those into the same one-line rule/value/fix as every other
 bad input. The numeric settings (search/sweep/settings.py) are checked on the
 values as typed, and the trial's again as composed.
 
+`python -m search run` has no space: its configuration is the trial's, so
+the checks its trial's child would make before training (each value, the
+rules that tie knobs together, this machine's hardware; a sweep applies the
+same to its fixed settings, search/sweep/combinations.py) refuse it here,
+before Hydra creates the run's directory, instead of a trial that starts a
+process to end `infeasible` (exit 6).
+
 `hydra.sweeper.params.batch_size=choice(32,64)`, the form users of the old
 Optuna sweeper plugin write, is a sweep over Hydra's own config, which Hydra
 refuses. That plugin read its params as text (one `key=value` line each),
@@ -30,8 +37,9 @@ from search.sweep.space import parse_overrides
 PARAMS_PREFIX = "hydra.sweeper.params."
 
 
-def check_command_line(args: list[str]) -> list[str]:
-    """The arguments to hand Hydra: `args`, with sweeps under hydra.sweeper.params quoted."""
+def check_command_line(args: list[str], one_trial: bool = False) -> list[str]:
+    """The arguments to hand Hydra: `args`, with sweeps under hydra.sweeper.params quoted; with
+    ``one_trial`` (`python -m search run`), the composed trial's knobs checked as well."""
     parsed_args = get_args_parser().parse_args(args)
     overrides = parse_overrides(parsed_args.overrides)
     quoted = {o.input_line: quote_params_sweep(o.input_line) for o in overrides
@@ -57,7 +65,23 @@ def check_command_line(args: list[str]) -> list[str]:
         from search.measure.machine import gpus
 
         check_memory_cap(cfg.trial.max_memory_bytes, gpus().count)
+    if one_trial and not (parsed_args.cfg or parsed_args.info or parsed_args.shell_completion):
+        check_trial_rules({key: cfg[key] for key in cfg if key != "hydra"})
     return args
+
+
+def check_trial_rules(job: dict) -> None:
+    """The checks one trial's child makes before it trains (objectives/run.py), made on this machine's facts."""
+    from objectives import ConfigError, parse_config
+    from objectives.knobs import check_hardware
+    from search.measure.machine import machine_hardware
+
+    try:
+        trial = parse_config(OmegaConf.to_container(OmegaConf.create(job), resolve=True))
+        if getattr(trial.objective, "callable", None) is None:  # a function applies what it declares
+            check_hardware(trial, machine_hardware())
+    except ConfigError as err:
+        raise BadInput(str(err)) from None
 
 
 def quote_params_sweep(line: str) -> str:

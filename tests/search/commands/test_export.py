@@ -122,9 +122,20 @@ def test_run_from_a_file_that_export_did_not_write_is_one_line(workdir: Path) ->
 def test_a_run_whose_trial_does_not_end_ok_exits_6_with_the_reason(workdir: Path) -> None:
     """`python -m search run` in a script (three re-measurements of an exported answer, say): a trial that
     ended infeasible, failed or timed out must not read as success."""
-    result = run_search("run", "precision=fp8", "train.budget_samples=256", cwd=workdir)  # fp8 without compile
+    result = run_search("run", "trial.timeout_s=0.5", "train.budget_samples=256", cwd=workdir)
     assert result.returncode == 6, result.stdout[-2000:] + result.stderr[-2000:]
-    assert "trial outcome: infeasible" in result.stdout
+    assert "trial outcome: timeout" in result.stdout
     line = result.stderr.strip().splitlines()[-1]
-    assert line.startswith("search: the trial ended infeasible, not ok: parallel.compile must not be none")
-    assert line.endswith("fix: parallel.compile=default")
+    assert line == "search: the trial ended timeout, not ok: ran past trial.timeout_s=0.5"
+
+
+def test_a_run_that_breaks_a_knob_rule_is_bad_input_before_anything_runs(workdir: Path) -> None:
+    """The rules a sweep applies to its fixed settings hold for `run` too: one line, exit 2, no run directory."""
+    for overrides, start in ((["parallel.compile=default", "train.warmup_steps=0"],  # a rule on any machine
+                              "train.warmup_steps must be >= 1 with parallel.compile=default"),
+                             (["batch_size=-3"], "batch_size must be an int >= 1; got -3")):
+        result = run_search("run", *overrides, "hydra.run.dir=refused", cwd=workdir)
+        assert result.returncode == 2, result.stdout[-2000:] + result.stderr[-2000:]
+        assert result.stderr.strip().splitlines() == [result.stderr.strip()]
+        assert result.stderr.startswith(f"search: error: {start}"), result.stderr
+        assert not (workdir / "refused").exists()
