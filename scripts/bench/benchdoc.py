@@ -23,12 +23,21 @@ def load_averages() -> str:
     return " / ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
-def write_section(heading: str, text: str) -> None:
-    """Replace the section `heading` (up to the next `## ` heading) or append it."""
+def write_section(heading: str, text: str, keep_earlier: bool = True) -> None:
+    """Write the section `heading` (up to the next `## ` heading), appended when the doc has none.
+
+    With ``keep_earlier``, what the section held before stays below the new text, under
+    `### The run before` (its own `###` headings one level down), so a re-run never loses the
+    earlier figures and the notes written beside them; without it (a script that renders every
+    subsection itself), the section is replaced."""
     doc = DOC.read_text() if DOC.exists() else "# Benchmarks\n"
-    pattern = re.compile(rf"^{re.escape(heading)}\n.*?(?=^## |\Z)", re.S | re.M)
+    pattern = re.compile(rf"^{re.escape(heading)}\n(.*?)(?=^## |\Z)", re.S | re.M)
     text = text.rstrip("\n") + "\n\n"  # a blank line before the next section's heading
-    doc = pattern.sub(lambda _: text, doc) if pattern.search(doc) else doc.rstrip("\n") + "\n\n" + text
+    found = pattern.search(doc)
+    earlier = found.group(1).strip("\n") if found else ""
+    if keep_earlier and earlier:
+        text += "### The run before\n\n" + re.sub(r"^###(?= )", "####", earlier, flags=re.M) + "\n\n"
+    doc = pattern.sub(lambda _: text, doc) if found else doc.rstrip("\n") + "\n\n" + text
     DOC.write_text(doc.rstrip("\n") + "\n")
 
 
