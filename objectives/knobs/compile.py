@@ -44,8 +44,22 @@ def apply_compile(parallel: ParallelConfig, model: nn.Module) -> nn.Module:
     import torch
 
     mode = None if parallel.compile == "default" else parallel.compile
+    if mode == "max-autotune":
+        quiet_autotune_tables()
     start_compile_clock()
     return torch.compile(model, mode=mode, backend=parallel.compile_backend)
+
+
+def quiet_autotune_tables() -> None:
+    """Inductor's max-autotune writes every tuned matmul's table of candidate kernels and their timings
+    straight to stderr (a dozen lines per shape): in `selftest` on an H200 they buried the results
+    table. The trial reports its own compile time and throughput, so the tables are left out.
+    A module flag of torch._inductor.select_algorithm, read when a table would be written."""
+    try:
+        from torch._inductor import select_algorithm
+    except ImportError:  # a torch without Inductor: max-autotune fails on its own, with its own message
+        return
+    select_algorithm.PRINT_AUTOTUNE = False
 
 
 def apply_compile_loss(parallel: ParallelConfig, loss_fn: LossFn) -> LossFn:

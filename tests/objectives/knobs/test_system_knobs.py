@@ -93,6 +93,20 @@ def test_compile_compiles_the_training_loss_on_its_own_graph_and_trains_the_same
     assert compiled["val_loss"] == pytest.approx(plain["val_loss"], rel=1e-3)
 
 
+def test_max_autotune_keeps_inductors_tuning_tables_off_the_trials_stderr(monkeypatch):
+    """On a GPU, max-autotune wrote every tuned matmul's candidate table to stderr (selftest on an H200)."""
+    from torch._inductor import select_algorithm
+
+    from objectives.config import ParallelConfig
+    from objectives.knobs.compile import apply_compile
+
+    monkeypatch.setattr(select_algorithm, "PRINT_AUTOTUNE", True)  # restored after the test
+    apply_compile(ParallelConfig(compile="default"), nn.Linear(2, 2))
+    assert select_algorithm.PRINT_AUTOTUNE
+    apply_compile(ParallelConfig(compile="max-autotune", compile_backend="aot_eager"), nn.Linear(2, 2))
+    assert not select_algorithm.PRINT_AUTOTUNE
+
+
 def test_compile_needs_a_warmup_step_to_keep_compilation_out_of_throughput():
     with pytest.raises(ConfigError, match="train.warmup_steps must be >= 1 with parallel.compile=default"):
         run_trial({"parallel": {"compile": "default"}, "train": {"warmup_steps": 0}})
