@@ -52,8 +52,8 @@ def apply_compile(parallel: ParallelConfig, model: nn.Module) -> nn.Module:
 
 def quiet_autotune_tables() -> None:
     """Inductor's max-autotune writes every tuned matmul's table of candidate kernels and their timings
-    straight to stderr (a dozen lines per shape): in `selftest` on an H200 they buried the results
-    table. The trial reports its own compile time and throughput, so the tables are left out.
+    straight to stderr (a dozen lines per shape): they filled `selftest`'s output in the first GPU runs
+    (2026-11-26). The trial reports its own compile time and throughput, so the tables are left out.
     A module flag of torch._inductor.select_algorithm, read when a table would be written."""
     try:
         from torch._inductor import select_algorithm

@@ -94,7 +94,7 @@ def test_compile_compiles_the_training_loss_on_its_own_graph_and_trains_the_same
 
 
 def test_max_autotune_keeps_inductors_tuning_tables_off_the_trials_stderr(monkeypatch):
-    """On a GPU, max-autotune wrote every tuned matmul's candidate table to stderr (selftest on an H200)."""
+    """On a GPU, max-autotune wrote every tuned matmul's candidate table to stderr (selftest, the first GPU runs)."""
     from torch._inductor import select_algorithm
 
     from objectives.config import ParallelConfig
