@@ -33,10 +33,14 @@ def answer_metrics(answer: Answer | None) -> dict[str, float]:
 
 
 def answer_tags(answer: Answer) -> dict[str, str]:
-    return {"search.answer.overrides": " ".join(answer.overrides),
+    tags = {"search.answer.overrides": " ".join(answer.overrides),
             "search.answer.is_baseline": str(answer.is_baseline).lower(),
             "search.answer.trials": ",".join(map(str, answer.trials)),
             "search.answer.baseline_trials": ",".join(map(str, answer.baseline_trials))}
+    if answer.not_confirmed:  # within noise of the answer in the search, left out of the confirmation by its budget
+        tags["search.answer.not_confirmed"] = "; ".join(" ".join(f"{k}={v}" for k, v in c["params"].items())
+                                                        for c in answer.not_confirmed)
+    return tags
 
 
 def tag_sweep_run(run_id: str | None, answer: Answer) -> None:

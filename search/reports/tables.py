@@ -135,6 +135,13 @@ def front_table(study: optuna.Study, metric_names: Sequence[str], width: int | N
 
     def is_answer(t: FrozenTrial) -> bool:
         return t.number in answer.get("trials", []) or config_key(t.params) == answer_key
+    # The answer's configuration, re-measured by the confirmation, can fall off the front of single search
+    # runs (its median below a lucky one's): it is shown under the front all the same, so that the row the
+    # panel names is always in the table.
+    off_front = [] if answer_key is None or answer.get("is_baseline") or any(is_answer(r.trial) for r in front) \
+        else [r for r in configuration_rows(study) if is_answer(r.trial)][:1]
+    front = front + off_front
+    trials = [r.trial for r in front]
     table.add_column("trial", justify="right", no_wrap=True)
     for name, direction in zip(metric_names, study.directions):
         arrow = "↑" if direction == optuna.study.StudyDirection.MAXIMIZE else "↓"
@@ -167,7 +174,9 @@ def front_table(study: optuna.Study, metric_names: Sequence[str], width: int | N
             same = reference is not None and t.params.get(key) == reference.params.get(key)
             cells.append(f"[dim]{value}[/dim]" if same else value)
         table.add_row(*row, *cells)
-    notes = ["* the answer"] if any(is_answer(t) for t in trials) else []
+    notes = ["* the answer" + (", in the last row: not on the front (a front configuration's median beats its "
+                               "runs' median; the answer panel says what the confirmation measured)"
+                               if off_front else "")] if any(is_answer(t) for t in trials) else []
     if any(r.runs > 1 for r in front):
         notes.append("a configuration measured more than once (the confirmation re-measures the contenders): its "
                      "first trial, figures the median of its runs")
@@ -177,7 +186,7 @@ def front_table(study: optuna.Study, metric_names: Sequence[str], width: int | N
     if left_out:
         notes.append(f"also differ, not shown at this width: {', '.join(left_out)}")
     notes.append("every metric and knob: MLflow and the report")
-    heading = f"[bold]{title} of study {escape(repr(study.study_name))}[/bold] ({len(trials)} trials)"
+    heading = f"[bold]{title} of study {escape(repr(study.study_name))}[/bold] ({len(trials) - len(off_front)} trials)"
     return Group(heading, table, *(f"[dim]{note}[/dim]" for note in notes))
 
 

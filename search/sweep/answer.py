@@ -97,6 +97,9 @@ class Answer:
     baseline_trials: list[int] = field(default_factory=list)
     confirm_wall_s: float = 0.0
     search_wall_s: float = 0.0
+    # contenders within noise that the budget left out: {"params", "search_speedup" (their search median over
+    # the baseline's), "trials"}; not shown to be slower than the answer, only not measured again
+    not_confirmed: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -182,4 +185,11 @@ def panel_lines(answer: Answer, baseline_params: Mapping[str, Any]) -> list[str]
         lines.append(answer.note)
     if answer.tied_with:
         lines.append(f"tied within noise with {len(answer.tied_with)} other(s); picked by {answer.rule}")
+    for c in answer.not_confirmed:
+        changed = " ".join(f"{k}={v}" for k, v in c["params"].items() if baseline_params.get(k) != v)
+        runs = len(c.get("trials", [])) or 1
+        measured = f"{c['search_speedup']:.2f}x in " if c.get("search_speedup") else ""
+        lines.append(f"not confirmed, within noise of it in the search: {changed or 'your configuration'} "
+                     f"({measured}{runs} search run{'s' if runs > 1 else ''}; hydra.sweeper.confirm_budget left "
+                     f"it out)")
     return lines

@@ -9,7 +9,8 @@ interleaved, and the answer is trained again at a second seed.
 2. Rounds: the baseline and each contender once per round, the order
    reversed every other round (B C1 C2, C2 C1 B, ...) so a drift of the
    machine hits all alike; 3 rounds at least (fewer give no interval), more
-   while the budget lasts. With staging (search/sweep/staging.py) these are
+   while the budget lasts, and 2 more, once, when the fastest contender is
+   faster by its estimate but its interval still holds 1. With staging (search/sweep/staging.py) these are
    throughput-only trials, so a round costs a fraction of a trial.
 3. The answer is picked (search/sweep/answer.py), then trained to the end at
    `train.seed + 1` (the baseline's second run, search/sweep/baseline.py, is
@@ -57,6 +58,10 @@ if TYPE_CHECKING:
 
 NOISE = 0.10  # search throughputs this close to the fastest may be noise (identical trials differ by ~10% here)
 MIN_ROUNDS, MAX_ROUNDS = 3, 8
+# Rounds added past the budget, once, when after the rounds it allowed the fastest contender is faster by its
+# estimate but its interval still holds 1: with 3 rounds the interval is wide (Student's t at 2 degrees of
+# freedom is 4.30; at 4, 2.78), and a 1.4x contender on a noisy CPU came out "not faster beyond noise".
+UNDECIDED_ROUNDS = 2
 ROUND_ATTR = "search.confirm_round"
 RunTrials = Callable[[int], None]  # runs that many enqueued trials, in order
 
@@ -151,7 +156,11 @@ def confirm(run: SweepRun, run_trials: RunTrials, base_params: dict[str, Any], s
     budget_s = settings.confirm_budget * search_wall_s
     round_trial_s, check_s = _cost_s(study, run.staging), _cost_s(study, False)
     found = len(contenders)
-    contenders = within_budget(contenders, round_trial_s, check_s, budget_s)
+    contenders, left = within_budget(contenders, round_trial_s, check_s, budget_s), contenders
+    base_median = statistics.median(base_throughputs) if base_throughputs else None
+    not_confirmed = [{"params": dict(c.params), "trials": c.trials,
+                      "search_speedup": c.throughput / base_median if base_median else None}
+                     for c in left[len(contenders):]]
     start = time.monotonic()
     first_trial = len(study.trials)
     configs = [base_params] + [c.params for c in contenders]
@@ -160,13 +169,30 @@ def confirm(run: SweepRun, run_trials: RunTrials, base_params: dict[str, Any], s
     say(f"confirming: your configuration and {len(contenders)} contender(s) within noise of the fastest, "
         f"re-measured in interleaved rounds (budget {budget_s:.0f} s, {settings.confirm_budget:.0%} of the "
         f"search){left_out}{over_budget_note(len(contenders), round_trial_s, check_s, budget_s)}")
-    _rounds(study, run_trials, configs, round_trial_s, lambda spent, per_round: spent + per_round + check_s > budget_s)
-    confirmed = []
-    for c in contenders:
-        num, den = _paired(study, base_params, c.params, first_trial)
-        ratio = Ratio.of(num, den)
-        if ratio is not None and ratio.rounds >= 2:
-            confirmed.append((c, ratio, num))
+    def measured() -> list[tuple[Contender, Ratio, list[float]]]:
+        """Each contender with its paired speedup over the rounds so far and its per-round throughputs."""
+        out = []
+        for c in contenders:
+            num, den = _paired(study, base_params, c.params, first_trial)
+            ratio = Ratio.of(num, den)
+            if ratio is not None and ratio.rounds >= 2:
+                out.append((c, ratio, num))
+        return out
+
+    def undecided() -> str:
+        """The fastest contender's figures when it is faster by its estimate and its interval holds 1, else ''."""
+        fastest = max((ratio for _, ratio, _ in measured()), key=lambda r: r.estimate, default=None)
+        return fastest.text() if fastest is not None and fastest.estimate > 1.0 and fastest.holds(1.0) else ""
+
+    rounds = _rounds(study, run_trials, configs, round_trial_s,
+                     lambda spent, per_round: spent + per_round + check_s > budget_s)
+    if rounds < MAX_ROUNDS and (figures := undecided()):
+        more = min(UNDECIDED_ROUNDS, MAX_ROUNDS - rounds)
+        say(f"undecided after {rounds} rounds (the fastest contender: {figures}): {more} more round(s), over the "
+            f"budget, before the answer is read")
+        _rounds(study, run_trials, configs, round_trial_s, lambda spent, per_round: True, first_round=rounds,
+                least=more)
+    confirmed = measured()
     if not confirmed:
         return answer_of(base_params, None, base_accuracy, note="no contender's confirmation runs ended ok, so "
                                                                 "no speedup is confirmed",
@@ -183,7 +209,7 @@ def confirm(run: SweepRun, run_trials: RunTrials, base_params: dict[str, Any], s
         if check is None or check["passed"]:
             return answer_of(c.params, ratio, c.val_accuracy, seed_check=check, rule=rule,
                              tied_with=[confirmed[j][0].params for j in tied] if i == chosen else [],
-                             trials=c.trials, confirm_wall_s=time.monotonic() - start)
+                             trials=c.trials, confirm_wall_s=time.monotonic() - start, not_confirmed=not_confirmed)
         say(f"the second-seed check failed for {' '.join(overrides_of(c.params))}: {check_text(check)}")
         failed_check = failed_check or (ratio, check)
     best = confirmed[order[0]]
@@ -207,7 +233,8 @@ def confirm(run: SweepRun, run_trials: RunTrials, base_params: dict[str, Any], s
                 if same_check is None or same_check["passed"]:
                     return answer_of(same.params, same_ratio, same.val_accuracy, seed_check=same_check,
                                      rule="your configuration's maths, after a faster contender's check failed",
-                                     trials=same.trials, confirm_wall_s=time.monotonic() - start, note=note)
+                                     trials=same.trials, confirm_wall_s=time.monotonic() - start, note=note,
+                                     not_confirmed=not_confirmed)
             note += f"; {' '.join(overrides_of(same.params))} (speed-only knobs): " + (
                 same_ratio.text() if same_ratio is not None else "its rounds did not end ok")
     else:
@@ -215,23 +242,27 @@ def confirm(run: SweepRun, run_trials: RunTrials, base_params: dict[str, Any], s
     if found > len(contenders):
         note += (f"; {found - len(contenders)} more contender(s) within noise were not confirmed (the budget, "
                  f"hydra.sweeper.confirm_budget)")
-    return answer_of(base_params, None, base_accuracy, confirm_wall_s=time.monotonic() - start, note=note)
+    return answer_of(base_params, None, base_accuracy, confirm_wall_s=time.monotonic() - start, note=note,
+                     not_confirmed=not_confirmed)
 
 
 def _rounds(study: optuna.Study, run_trials: RunTrials, configs: list[Mapping[str, Any]], round_trial_s: float,
-            over_budget: Callable[[float, float], bool]) -> None:
-    """Interleaved rounds of `configs` (the order reversed every other round), numbered from 0: at least
-    MIN_ROUNDS, then more while `over_budget(seconds spent, seconds per round)` says no, at most MAX_ROUNDS."""
-    start, rounds = time.monotonic(), 0
+            over_budget: Callable[[float, float], bool], first_round: int = 0, least: int = MIN_ROUNDS) -> int:
+    """Interleaved rounds of `configs` (the order reversed every other round), numbered from `first_round`:
+    at least `least`, then more while `over_budget(seconds spent, seconds per round)` says no, up to round
+    MAX_ROUNDS; returns the number of rounds run in all."""
+    start, rounds = time.monotonic(), first_round
     while rounds < MAX_ROUNDS:
+        done = rounds - first_round
         spent = time.monotonic() - start
-        per_round = spent / rounds if rounds else len(configs) * round_trial_s
-        if rounds >= MIN_ROUNDS and over_budget(spent, per_round):
+        per_round = spent / done if done else len(configs) * round_trial_s
+        if done >= least and over_budget(spent, per_round):
             break
         for params in (configs if rounds % 2 == 0 else configs[::-1]):
             enqueue(study, dict(params), "confirm", **{ROUND_ATTR: rounds})
         run_trials(len(configs))
         rounds += 1
+    return rounds
 
 
 def check_text(check: Mapping[str, Any]) -> str:

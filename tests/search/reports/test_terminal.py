@@ -184,6 +184,24 @@ def test_a_configuration_the_confirmation_re_measured_is_its_first_trial_at_the_
     assert "14,000" not in text and "figures the median of its runs" in flat(text)
 
 
+def test_an_answer_its_confirmation_moved_off_the_front_is_shown_under_it() -> None:
+    """Seen in a default sweep: the panel answered `loader.num_workers=2` (its median over the confirmation
+    below one search run of the same with persistent workers), and the front table had no row for it."""
+    study = _study(with_baseline=True)
+    answer = {**USER, "loader.num_workers": 2}
+    for throughput, role in ((2_684.0, None), (2_328.0, "confirm"), (1_866.0, "confirm"), (2_075.0, "confirm")):
+        _add(study, answer, throughput, 0.95, role)
+    study.set_user_attr("search.answer", {"trials": [6], "params": answer, "speedup": 1.45})
+    lines = _render(front_table(study, METRICS, 200), 200)
+    text = "\n".join(lines)
+    assert lines[0].startswith("Pareto front of study 'digits' (3 trials)"), text  # the front alone
+    rows = [line for line in lines if re.match(r"│ +\d", line)]
+    assert len(rows) == 4 and re.match(r"│ +6 \* │ +2,202 │ +0.95 │ +2.16x │", rows[-1]), text  # its runs' median
+    assert "* the answer, in the last row: not on the front" in flat(text)
+    study.set_user_attr("search.answer", {"trials": [0], "params": USER, "is_baseline": True, "speedup": 1.0})
+    assert "* the answer" not in "\n".join(_render(front_table(study, METRICS, 200), 200))
+
+
 def test_without_a_baseline_the_knobs_are_compared_with_the_first_complete_trial() -> None:
     lines = _render(front_table(_study(with_baseline=False), METRICS, 100), 100)
     text = "\n".join(lines)

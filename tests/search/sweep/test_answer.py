@@ -8,6 +8,7 @@ set of maths once and times the rest.
 from __future__ import annotations
 
 import math
+import time
 
 import optuna
 import pytest
@@ -92,6 +93,24 @@ def test_the_panel_says_speedup_interval_and_both_accuracies():
     assert lines[1] == "val_accuracy 0.9120 vs 0.9150 at tolerance 0.005"
     assert lines[2] == "seeds 0 and 1: mean val_accuracy 0.9110 vs 0.9135 (passed; at seed 1: 0.9100 vs 0.9120)"
     assert Answer.from_dict(a.to_dict()) == a
+
+
+def test_the_panel_names_what_the_budget_left_out_of_the_confirmation():
+    """A default sweep here: the budget confirmed `loader.num_workers=2` (1.45x), and the front table showed
+    the same with persistent workers at 1.63x from one search run, never re-measured: the panel says so."""
+    from search.reports.answer import answer_tags
+
+    left = {"params": {"loader.num_workers": 2, "loader.persistent_workers": True}, "search_speedup": 1.634,
+            "trials": [15]}
+    a = Answer({"loader.num_workers": 2, "loader.persistent_workers": False}, ["loader.num_workers=2"], False,
+               1.45, 1.06, 1.99, 3, 0.9749, 0.9749, 0.005, not_confirmed=[left])
+    lines = panel_lines(a, {"loader.num_workers": 0, "loader.persistent_workers": False})
+    assert lines[-1] == ("not confirmed, within noise of it in the search: loader.num_workers=2 "
+                         "loader.persistent_workers=True (1.63x in 1 search run; hydra.sweeper.confirm_budget "
+                         "left it out)")
+    assert Answer.from_dict(a.to_dict()) == a
+    assert answer_tags(a)["search.answer.not_confirmed"] == "loader.num_workers=2 loader.persistent_workers=True"
+    assert "search.answer.not_confirmed" not in answer_tags(Answer.from_dict({**a.to_dict(), "not_confirmed": []}))
 
 
 def test_the_baseline_widens_the_space_and_runs_once_per_missing_repeat():
@@ -300,3 +319,62 @@ def test_proposals_left_waiting_are_set_aside_for_the_confirmation_and_put_back(
     put_back(study, aside)
     again = study.ask(dists)
     assert again.params == {"batch_size": 128} and again.user_attrs[START_ATTR] == "batch_size"
+
+
+def _sweep_of(contender_rounds: list[float]):
+    """A real study after a 5 s search (the baseline twice at 1,000 samples/s, batch 128 once at 1,600, both
+    at val_accuracy 0.9, every trial 1 s), the sweep's state that `confirm` reads, and a `run_trials` that
+    measures the enqueued rounds: the baseline at 1,000 each time, batch 128 at `contender_rounds` in turn.
+    The budget (15% of 5 s) is below one check: the rounds the budget allows are the least, 3."""
+    import types
+
+    from search.sweep.sweep_settings import SweepSettings
+
+    study = optuna.create_study(directions=["maximize", "maximize"])
+    dists = {"batch_size": optuna.distributions.CategoricalDistribution([64, 128])}
+
+    def tell(params: dict, throughput: float, attrs: dict) -> None:
+        study.add_trial(optuna.trial.create_trial(
+            params=params, distributions=dists, values=[throughput, 0.9],
+            user_attrs={**attrs, "outcome": "ok",
+                        "metrics": {"throughput_samples_per_s": throughput, "val_accuracy": 0.9, "trial_wall_s": 1.0}}))
+
+    tell({"batch_size": 64}, 1000.0, {ROLE_ATTR: "baseline"})
+    tell({"batch_size": 64}, 1000.0, {ROLE_ATTR: "baseline", SEED_ATTR: 1})
+    tell({"batch_size": 128}, 1600.0, {})
+    paces = iter(contender_rounds)
+
+    def run_trials(n: int) -> None:
+        for _ in range(n):
+            trial = study.ask(dists)
+            throughput = 1000.0 if trial.params["batch_size"] == 64 else next(paces, 1600.0)
+            for k, v in {"outcome": "ok", "metrics": {"throughput_samples_per_s": throughput, "val_accuracy": 0.9,
+                                                      "trial_wall_s": 1.0}}.items():
+                trial.set_user_attr(k, v)
+            study.tell(trial, [throughput, 0.9])
+
+    settings = SweepSettings(confirm_budget=0.15, confirm_candidates=3, accuracy_tolerance=0.005)
+    run = types.SimpleNamespace(settings=settings, study=study, started_s=time.monotonic() - 5.0, staging=True)
+    return run, run_trials
+
+
+def test_an_undecided_confirmation_runs_two_more_rounds_before_the_answer_is_read():
+    """A default sweep here ended 'no configuration was faster beyond noise' with its fastest contender at
+    1.39x (95% CI 0.90-2.14): 3 rounds at Student's t of 4.30. Undecided after the rounds the budget allowed,
+    two more rounds run, once; a contender as fast in every round is read after the budget's rounds."""
+    from search.sweep.confirm import confirm, overrides_for
+
+    said: list[str] = []
+    run, run_trials = _sweep_of([1600.0, 1100.0, 1600.0, 1600.0, 1600.0])
+    answer = confirm(run, run_trials, {"batch_size": 64}, 0, lambda p: overrides_for([], p), said.append)
+    assert answer is not None and answer.params == {"batch_size": 128} and answer.rounds == 5, (answer, said)
+    assert 1.0 < answer.ci_low and answer.speedup == pytest.approx(math.exp((4 * math.log(1.6) + math.log(1.1)) / 5))
+    [line] = [s for s in said if s.startswith("undecided after 3 rounds")]
+    assert "(the fastest contender: 1.41x (95% CI 0.83-2.42, 3 rounds)): 2 more round(s), over the budget" in line
+    rounds = sorted(t.user_attrs[ROUND_ATTR] for t in run.study.trials if t.user_attrs.get(ROLE_ATTR) == "confirm")
+    assert rounds == [0, 0, 1, 1, 2, 2, 3, 3, 4, 4]
+
+    said.clear()
+    run, run_trials = _sweep_of([1600.0, 1580.0, 1620.0])
+    answer = confirm(run, run_trials, {"batch_size": 64}, 0, lambda p: overrides_for([], p), said.append)
+    assert answer is not None and answer.rounds == 3 and not any(s.startswith("undecided") for s in said), said
