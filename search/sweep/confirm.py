@@ -10,8 +10,9 @@ interleaved, and the answer is trained again at a second seed.
    reversed every other round (B C1 C2, C2 C1 B, ...) so a drift of the
    machine hits all alike; 3 rounds at least (fewer give no interval), more
    while the budget lasts, and 2 more, once, when the fastest contender is
-   faster by its estimate but its interval still holds 1. With staging (search/sweep/staging.py) these are
-   throughput-only trials, so a round costs a fraction of a trial.
+   faster by its estimate but its interval still holds 1. With staging
+   (search/sweep/staging.py) these are throughput-only trials, so a round
+   costs a fraction of a trial.
 3. The answer is picked (search/sweep/answer.py), then trained to the end at
    `train.seed + 1` (the baseline's second run, search/sweep/baseline.py, is
    at that seed too). The check compares the means of the two seeds: the
@@ -155,12 +156,13 @@ def confirm(run: SweepRun, run_trials: RunTrials, base_params: dict[str, Any], s
 
     budget_s = settings.confirm_budget * search_wall_s
     round_trial_s, check_s = _cost_s(study, run.staging), _cost_s(study, False)
-    found = len(contenders)
-    contenders, left = within_budget(contenders, round_trial_s, check_s, budget_s), contenders
+    within = contenders
+    found = len(within)
+    contenders = within_budget(within, round_trial_s, check_s, budget_s)
     base_median = statistics.median(base_throughputs) if base_throughputs else None
-    not_confirmed = [{"params": dict(c.params), "trials": c.trials,
+    not_confirmed = [{"params": dict(c.params), "trials": c.trials,  # left out by the budget, the slowest
                       "search_speedup": c.throughput / base_median if base_median else None}
-                     for c in left[len(contenders):]]
+                     for c in within[len(contenders):]]
     start = time.monotonic()
     first_trial = len(study.trials)
     configs = [base_params] + [c.params for c in contenders]
@@ -169,6 +171,7 @@ def confirm(run: SweepRun, run_trials: RunTrials, base_params: dict[str, Any], s
     say(f"confirming: your configuration and {len(contenders)} contender(s) within noise of the fastest, "
         f"re-measured in interleaved rounds (budget {budget_s:.0f} s, {settings.confirm_budget:.0%} of the "
         f"search){left_out}{over_budget_note(len(contenders), round_trial_s, check_s, budget_s)}")
+
     def measured() -> list[tuple[Contender, Ratio, list[float]]]:
         """Each contender with its paired speedup over the rounds so far and its per-round throughputs."""
         out = []

@@ -14,8 +14,10 @@ no MLflow run or training is spent on it) and an unseen configuration drawn
 at random is enqueued in its place. Once every configuration has run, the
 sampler's proposal runs anyway, and so does a trial enqueued on purpose (a
 retry, a re-measurement). A configuration is what runs on this machine, not
-how it is written (Space.resolved): on a GPU, `loader.pin_memory` null and
-true are one configuration.
+how it is written (Space.runs_as): on a GPU, `loader.pin_memory` null and
+true are one configuration; with `loader.num_workers=0`, so are both values
+of `loader.persistent_workers` (DataLoader is not given it; a default sweep
+here ran both as two trials and named the second a contender of the first).
 """
 from __future__ import annotations
 
@@ -31,7 +33,7 @@ REPLACES_ATTR = "search.replaces"  # on the unseen configuration that ran instea
 _DRAWS = 200
 
 
-Resolved = Callable[[Mapping[str, Any]], Mapping[str, Any]]  # Space.resolved: "auto" values as this machine runs them
+Resolved = Callable[[Mapping[str, Any]], Mapping[str, Any]]  # Space.runs_as: params as this machine runs them
 
 
 def completed_configurations(study: optuna.Study, but: int | None = None,
@@ -44,8 +46,9 @@ def completed_configurations(study: optuna.Study, but: int | None = None,
 
 
 def configuration_key(params: Mapping[str, Any], resolved: Resolved | None = None) -> tuple:
-    """A configuration as this machine runs it: with ``resolved``, ``loader.pin_memory: null`` and ``true``
-    are one configuration on a GPU (null is on there), not two."""
+    """A configuration as this machine runs it: with ``resolved`` (Space.runs_as), ``loader.pin_memory: null``
+    and ``true`` are one configuration on a GPU (null is on there), not two, and a key without effect counts
+    for nothing."""
     if resolved is not None:
         params = resolved(params)
     return tuple(sorted((k, repr(v)) for k, v in params.items()))
@@ -67,7 +70,7 @@ def ask_unseen(study: optuna.Study, distributions: Mapping[str, BaseDistribution
                resolved: Resolved | None = None) -> optuna.Trial:
     """The sampler's proposal, or an unseen configuration in place of a repeat; ``forbids(params)``
     (the space's rules, search/sweep/combinations.py) keeps the replacement inside the rules, and
-    ``resolved`` (Space.resolved) tells a repeat by what runs, not by how it is written."""
+    ``resolved`` (Space.runs_as) tells a repeat by what runs, not by how it is written."""
     trial = study.ask(dict(distributions))
     if "fixed_params" in study._storage.get_trial_system_attrs(trial._trial_id):  # enqueued on purpose: it runs
         return trial

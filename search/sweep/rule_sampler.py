@@ -64,7 +64,7 @@ class RuleAwareSampler(WrappedSampler):
         super().__init__(base)
         self.avoid_repeats = avoid_repeats  # False: repeats pass (the replay's "before", search_efficiency.py)
         self._forbids = forbids
-        self._resolved = resolved  # Space.resolved: a repeat is what runs the same here, however written
+        self._resolved = resolved  # Space.runs_as: a repeat is what runs the same here, however written
         self._rng = random.Random(seed)
         self._relative: dict[int, dict[str, Any]] = {}  # trial number -> its joint proposal, until it ends
 

@@ -56,6 +56,14 @@ class Space:
     def broken_rule(self, params: Mapping[str, Any]) -> Any:
         return self.forbids(params) if self.forbids is not None else None
 
+    def runs_as(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        """``params`` as a trial on this machine runs them, for telling a repeat: "auto" values resolved, and
+        the keys the other values leave without effect left out (with `loader.num_workers=0`, both values of
+        `loader.persistent_workers` run the same training)."""
+        here = self.resolved(params) if self.resolved is not None else dict(params)
+        idle = self.unused(params) if self.unused is not None else set()
+        return {key: value for key, value in here.items() if key not in idle}
+
 
 def parse_overrides(lines: Sequence[str]) -> list[Override]:
     try:

@@ -102,7 +102,7 @@ class SweeperImpl:
             mlflow_client.check_reachable()
             study, resumed = load_or_create(plan.study_name, plan.storage, plan.directions,
                                             within_rules(self._directed(plan), plan.space.forbids,
-                                                         self.settings.seed, plan.space.resolved))
+                                                         self.settings.seed, plan.space.runs_as))
             check_space_matches(study, plan.space.distributions)
         except BadInput as err:
             exit_bad_input(err)

@@ -106,7 +106,7 @@ def propose(run: SweepRun) -> slots.Launch:
     recover(run.study, run.settings)
     plan, study, settings = run.plan, run.study, run.settings
     workers.wait_while_confirming(study, settings.stale_after_s, run.progress.console.print)
-    trial = ask_unseen(study, plan.space.distributions, run.rng, plan.space.forbids, plan.space.resolved)
+    trial = ask_unseen(study, plan.space.distributions, run.rng, plan.space.forbids, plan.space.runs_as)
     throughput_only = staged(study, trial, run.staging)
     floor = accuracy_floor(study, settings.accuracy_tolerance) \
         if plan.for_answer and plan.early_stopping == "staged" and not throughput_only else None

@@ -196,7 +196,8 @@ def test_an_answer_its_confirmation_moved_off_the_front_is_shown_under_it() -> N
     text = "\n".join(lines)
     assert lines[0].startswith("Pareto front of study 'digits' (3 trials)"), text  # the front alone
     rows = [line for line in lines if re.match(r"│ +\d", line)]
-    assert len(rows) == 4 and re.match(r"│ +6 \* │ +2,202 │ +0.95 │ +2.16x │", rows[-1]), text  # its runs' median
+    assert len(rows) == 4, text  # the front's three, then the answer at the median of its four runs:
+    assert re.match(r"│ +6 \* │ +2,202 │ +0.95 │ +2.16x │", rows[-1]), text
     assert "* the answer, in the last row: not on the front" in flat(text)
     study.set_user_attr("search.answer", {"trials": [0], "params": USER, "is_baseline": True, "speedup": 1.0})
     assert "* the answer" not in "\n".join(_render(front_table(study, METRICS, 200), 200))

@@ -68,10 +68,35 @@ def test_a_configuration_written_another_way_that_runs_the_same_here_is_a_repeat
         assert len(space.distributions["loader.pin_memory"].choices) == 3
         study = optuna.create_study(directions=["maximize"], sampler=within_rules(
             optuna.samplers.TPESampler(seed=0, n_startup_trials=2, multivariate=True), space.forbids, 0,
-            space.resolved))
+            space.runs_as))
         ran = []
         for _ in range(runs):
-            trial = ask_unseen(study, space.distributions, random.Random(0), space.forbids, space.resolved)
-            ran.append(space.resolved(trial.params))
+            trial = ask_unseen(study, space.distributions, random.Random(0), space.forbids, space.runs_as)
+            ran.append(space.runs_as(trial.params))
             study.tell(trial, float(trial.params["batch_size"]))
         assert len({tuple(sorted(r.items())) for r in ran}) == runs, (hardware, ran)
+
+
+def test_a_key_the_other_values_leave_without_effect_makes_no_new_configuration() -> None:
+    """Without workers DataLoader is not given persistent_workers: a default sweep here ran batch 32 on two
+    ranks with and without it as two trials. Of the 2 x 2 x 2 written configurations 6 are different runs,
+    each runs once, and only then does one run again."""
+    from objectives import Hardware
+    from objectives.config import parse_values
+    from search.sweep.combinations import fit_to_rules
+    from search.sweep.rule_sampler import within_rules
+    from search.sweep.space import build_space
+
+    sweeps = ["loader.num_workers=choice(0,2)", "loader.persistent_workers=choice(false,true)", "batch_size=choice(32,64)"]
+    space, _ = fit_to_rules(build_space({}, sweeps), parse_values({}), Hardware(cpu_cores=2, why_no_gpu="none here"))
+    assert space.runs_as({"loader.num_workers": 0, "loader.persistent_workers": True, "batch_size": 32}) == \
+        {"loader.num_workers": 0, "batch_size": 32}
+    study = optuna.create_study(directions=["maximize"], sampler=within_rules(
+        optuna.samplers.TPESampler(seed=0, n_startup_trials=2, multivariate=True), space.forbids, 0, space.runs_as))
+    ran = []
+    for _ in range(6):
+        trial = ask_unseen(study, space.distributions, random.Random(0), space.forbids, space.runs_as)
+        ran.append(tuple(sorted(space.runs_as(trial.params).items())))
+        study.tell(trial, float(trial.params["batch_size"]))
+    assert len(set(ran)) == 6, ran
+    assert all(t.state == TrialState.COMPLETE for t in study.trials)
