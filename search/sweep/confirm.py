@@ -27,7 +27,8 @@ interleaved, and the answer is trained again at a second seed.
 4. When every contender tried failed its check, the fastest configuration
    with the baseline's maths (only speed-only knobs moved: workers, threads,
    ...; search/sweep/staging.py) that ran in the search is confirmed in its
-   place: 3 more rounds against the baseline and its own check. Its accuracy
+   place: 3 more rounds against the baseline (2 more when undecided, as
+   above) and its own check. Its accuracy
    is the baseline's by construction, so a contender that lost accuracy at
    the second seed does not leave the user with no answer when a faster
    loader or thread count was found. This costs only when a check failed.
@@ -182,19 +183,10 @@ def confirm(run: SweepRun, run_trials: RunTrials, base_params: dict[str, Any], s
                 out.append((c, ratio, num))
         return out
 
-    def undecided() -> str:
-        """The fastest contender's figures when it is faster by its estimate and its interval holds 1, else ''."""
-        fastest = max((ratio for _, ratio, _ in measured()), key=lambda r: r.estimate, default=None)
-        return fastest.text() if fastest is not None and fastest.estimate > 1.0 and fastest.holds(1.0) else ""
-
     rounds = _rounds(study, run_trials, configs, round_trial_s,
                      lambda spent, per_round: spent + per_round + check_s > budget_s)
-    if rounds < MAX_ROUNDS and (figures := undecided()):
-        more = min(UNDECIDED_ROUNDS, MAX_ROUNDS - rounds)
-        say(f"undecided after {rounds} rounds (the fastest contender: {figures}): {more} more round(s), over the "
-            f"budget, before the answer is read")
-        _rounds(study, run_trials, configs, round_trial_s, lambda spent, per_round: True, first_round=rounds,
-                least=more)
+    _more_if_undecided(study, run_trials, configs, round_trial_s, rounds, say,
+                       lambda: max((ratio for _, ratio, _ in measured()), key=lambda r: r.estimate, default=None))
     confirmed = measured()
     if not confirmed:
         return answer_of(base_params, None, base_accuracy, note="no contender's confirmation runs ended ok, so "
@@ -228,9 +220,11 @@ def confirm(run: SweepRun, run_trials: RunTrials, base_params: dict[str, Any], s
             say(f"confirming instead: {' '.join(overrides_of(same.params))}, your configuration's maths with "
                 f"speed-only knobs moved (its accuracy is yours), in {MIN_ROUNDS} more interleaved rounds")
             first = len(study.trials)
-            _rounds(study, run_trials, [base_params, same.params], round_trial_s, lambda spent, per_round: True)
-            num, den = _paired(study, base_params, same.params, first)
-            same_ratio = Ratio.of(num, den)
+            pair = [base_params, same.params]
+            rounds = _rounds(study, run_trials, pair, round_trial_s, lambda spent, per_round: True)
+            _more_if_undecided(study, run_trials, pair, round_trial_s, rounds, say,
+                               lambda: Ratio.of(*_paired(study, base_params, same.params, first)))
+            same_ratio = Ratio.of(*_paired(study, base_params, same.params, first))
             if same_ratio is not None and same_ratio.rounds >= 2 and beats_baseline(same_ratio):
                 same_check = check_of(same)
                 if same_check is None or same_check["passed"]:
@@ -266,6 +260,20 @@ def _rounds(study: optuna.Study, run_trials: RunTrials, configs: list[Mapping[st
         run_trials(len(configs))
         rounds += 1
     return rounds
+
+
+def _more_if_undecided(study: optuna.Study, run_trials: RunTrials, configs: list[Mapping[str, Any]],
+                       round_trial_s: float, rounds: int, say: Callable[[str], None],
+                       fastest: Callable[[], Ratio | None]) -> None:
+    """UNDECIDED_ROUNDS more rounds, once, when the fastest contender's speedup (``fastest()``, over the
+    `rounds` run) is above 1 by its estimate and its interval still holds 1."""
+    ratio = fastest()
+    if rounds >= MAX_ROUNDS or ratio is None or ratio.rounds < 2 or ratio.estimate <= 1.0 or not ratio.holds(1.0):
+        return
+    more = min(UNDECIDED_ROUNDS, MAX_ROUNDS - rounds)
+    say(f"undecided after {rounds} rounds (the fastest contender: {ratio.text()}): {more} more round(s), over the "
+        f"budget, before the answer is read")
+    _rounds(study, run_trials, configs, round_trial_s, lambda spent, per_round: True, first_round=rounds, least=more)
 
 
 def check_text(check: Mapping[str, Any]) -> str:
