@@ -110,6 +110,9 @@ class SearchSweeperConf:
     # take at most this fraction of the search trials' time. 0: no confirmation.
     confirm_budget: float = 0.15
     confirm_candidates: int = 3  # at most this many configurations within noise of the fastest are re-measured
+    # Rounds added once, over the budget, when the fastest contender is faster by its estimate but its interval
+    # still holds 1 after the rounds the budget allowed (3 rounds give a wide interval). 0: never over the budget.
+    confirm_undecided_rounds: int = 2
     # answer: once the baseline has its accuracy, the GP sampler maximises throughput under the accuracy floor
     # (search/sweep/gp_view.py); front: it searches the whole (throughput, accuracy) front.
     search_for: str = "answer"

@@ -52,6 +52,7 @@ class SweepSettings:
     baseline_repeats: int = 2
     confirm_budget: float = 0.15
     confirm_candidates: int = 3
+    confirm_undecided_rounds: int = 2
     search_for: str = "answer"
     start_design: str = "one_knob_at_a_time"
     staging: bool = True

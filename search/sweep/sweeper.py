@@ -269,7 +269,8 @@ class SweeperImpl:
                 "early_stopping_margin": s.early_stopping_margin,
                 "early_stopping_startup_trials": s.early_stopping_startup_trials,
                 "accuracy_tolerance": s.accuracy_tolerance, "baseline_repeats": s.baseline_repeats,
-                "confirm_budget": s.confirm_budget, "confirm_candidates": s.confirm_candidates, "staging": s.staging,
+                "confirm_budget": s.confirm_budget, "confirm_candidates": s.confirm_candidates,
+                "confirm_undecided_rounds": s.confirm_undecided_rounds, "staging": s.staging,
                 "report": s.report,
                 "search_for": s.search_for,
                 "start_design": "one_knob_at_a_time" if self._starts_from_design(plan) else "sampler",  # as run

@@ -28,6 +28,7 @@ BAD = {
     "hydra.sweeper.baseline_repeats": [-1],
     "hydra.sweeper.confirm_budget": [1.5],
     "hydra.sweeper.confirm_candidates": [0],
+    "hydra.sweeper.confirm_undecided_rounds": [-1, 1.5],
     "hydra.sweeper.search_for": ["pareto", 1],
     "hydra.sweeper.start_design": ["random", 0],
     "hydra.sweeper.seed": [-1, 1.5, 2**32],

@@ -378,3 +378,8 @@ def test_an_undecided_confirmation_runs_two_more_rounds_before_the_answer_is_rea
     run, run_trials = _sweep_of([1600.0, 1580.0, 1620.0])
     answer = confirm(run, run_trials, {"batch_size": 64}, 0, lambda p: overrides_for([], p), said.append)
     assert answer is not None and answer.rounds == 3 and not any(s.startswith("undecided") for s in said), said
+
+    run, run_trials = _sweep_of([1600.0, 1100.0, 1600.0, 1600.0, 1600.0])
+    run.settings.confirm_undecided_rounds = 0  # never over the budget: the answer is read after 3 rounds
+    answer = confirm(run, run_trials, {"batch_size": 64}, 0, lambda p: overrides_for([], p), said.append)
+    assert answer is not None and answer.is_baseline and "1.41x (95% CI 0.83-2.42, 3 rounds)" in answer.note
