@@ -8,6 +8,7 @@ set of maths once and times the rest.
 from __future__ import annotations
 
 import math
+import re
 import time
 
 import optuna
@@ -383,3 +384,28 @@ def test_an_undecided_confirmation_runs_two_more_rounds_before_the_answer_is_rea
     run.settings.confirm_undecided_rounds = 0  # never over the budget: the answer is read after 3 rounds
     answer = confirm(run, run_trials, {"batch_size": 64}, 0, lambda p: overrides_for([], p), said.append)
     assert answer is not None and answer.is_baseline and "1.41x (95% CI 0.83-2.42, 3 rounds)" in answer.note
+
+
+def test_contenders_the_budget_left_out_are_named_in_the_panel_mlflow_and_the_export(workdir):
+    """Threads leave the paced objective's pace alone: batch 128 on 1 or 2 threads are two contenders within
+    noise of each other, and the default budget confirms one of them; the other is named, not dropped."""
+    env = {"PYTHONPATH": pythonpath(TESTS.parent, TESTS)}
+    result = run_search("multirun", *PACED, "parallel.threads=choice(1,2)", "hydra.sweeper.n_trials=6",
+                        "hydra.sweeper.baseline_repeats=2", cwd=workdir, env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    out = " ".join(result.stdout.split())
+    [name] = optuna.get_all_study_names(JournalStorage(JournalFileBackend(str(workdir / "optuna.journal"))))
+    answer = Answer.from_dict(load_study(workdir, name).user_attrs["search.answer"])
+    assert answer.params["batch_size"] == 128 and not answer.is_baseline, answer
+    [left] = answer.not_confirmed
+    assert left["params"]["batch_size"] == 128 and left["params"] != answer.params, answer
+    assert "1 more within noise left out by the budget" in out, out
+    moved = " ".join(f"{k}={v}" for k, v in left["params"].items() if v != {"batch_size": 64, "parallel.threads": 1}[k])
+    assert re.search(rf"not confirmed, within noise of it in the search: {moved} \(\d\.\d\dx in ", out), out
+    [sweep] = runs(workdir, "sweep")
+    assert sweep.data.tags["search.answer.not_confirmed"].startswith("batch_size=128 parallel.threads=")
+
+    exported = run_search("export", "--out", "best.yaml", cwd=workdir, env=env)
+    assert exported.returncode == 0, exported.stderr
+    [other] = yaml.safe_load((workdir / "best.yaml").read_text())["not_confirmed"]
+    assert "batch_size=128" in other["overrides"] and other["search_speedup_vs_baseline"] > 1.5, other
