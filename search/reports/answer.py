@@ -8,6 +8,7 @@ from rich.panel import Panel
 
 from search.reports.tables import console
 from search.sweep.answer import Answer, panel_lines
+from search.sweep.space import to_override
 from search.tracking import mlflow_client
 
 
@@ -38,7 +39,7 @@ def answer_tags(answer: Answer) -> dict[str, str]:
             "search.answer.trials": ",".join(map(str, answer.trials)),
             "search.answer.baseline_trials": ",".join(map(str, answer.baseline_trials))}
     if answer.not_confirmed:  # within noise of the answer in the search, left out of the confirmation by its budget
-        tags["search.answer.not_confirmed"] = "; ".join(" ".join(f"{k}={v}" for k, v in c["params"].items())
+        tags["search.answer.not_confirmed"] = "; ".join(" ".join(to_override(k, v) for k, v in c["params"].items())
                                                         for c in answer.not_confirmed)
     return tags
 

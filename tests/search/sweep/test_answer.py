@@ -110,7 +110,7 @@ def test_the_panel_names_what_the_budget_left_out_of_the_confirmation():
                          "loader.persistent_workers=True (1.63x in 1 search run; hydra.sweeper.confirm_budget "
                          "left it out)")
     assert Answer.from_dict(a.to_dict()) == a
-    assert answer_tags(a)["search.answer.not_confirmed"] == "loader.num_workers=2 loader.persistent_workers=True"
+    assert answer_tags(a)["search.answer.not_confirmed"] == "loader.num_workers=2 loader.persistent_workers=true"
     assert "search.answer.not_confirmed" not in answer_tags(Answer.from_dict({**a.to_dict(), "not_confirmed": []}))
 
 
