@@ -189,7 +189,6 @@ def panel_lines(answer: Answer, baseline_params: Mapping[str, Any]) -> list[str]
         changed = " ".join(f"{k}={v}" for k, v in c["params"].items() if baseline_params.get(k) != v)
         runs = len(c.get("trials", [])) or 1
         measured = f"{c['search_speedup']:.2f}x in " if c.get("search_speedup") else ""
-        lines.append(f"not confirmed, within noise of it in the search: {changed or 'your configuration'} "
-                     f"({measured}{runs} search run{'s' if runs > 1 else ''}; hydra.sweeper.confirm_budget left "
-                     f"it out)")
+        lines.append(f"not confirmed (hydra.sweeper.confirm_budget): {changed or 'your configuration'}, "
+                     f"{measured}{runs} search run{'s' if runs > 1 else ''}, within noise of the search's fastest")
     return lines

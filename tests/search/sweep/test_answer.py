@@ -106,9 +106,8 @@ def test_the_panel_names_what_the_budget_left_out_of_the_confirmation():
     a = Answer({"loader.num_workers": 2, "loader.persistent_workers": False}, ["loader.num_workers=2"], False,
                1.45, 1.06, 1.99, 3, 0.9749, 0.9749, 0.005, not_confirmed=[left])
     lines = panel_lines(a, {"loader.num_workers": 0, "loader.persistent_workers": False})
-    assert lines[-1] == ("not confirmed, within noise of it in the search: loader.num_workers=2 "
-                         "loader.persistent_workers=True (1.63x in 1 search run; hydra.sweeper.confirm_budget "
-                         "left it out)")
+    assert lines[-1] == ("not confirmed (hydra.sweeper.confirm_budget): loader.num_workers=2 "
+                         "loader.persistent_workers=True, 1.63x in 1 search run, within noise of the search's fastest")
     assert Answer.from_dict(a.to_dict()) == a
     assert answer_tags(a)["search.answer.not_confirmed"] == "loader.num_workers=2 loader.persistent_workers=true"
     assert "search.answer.not_confirmed" not in answer_tags(Answer.from_dict({**a.to_dict(), "not_confirmed": []}))
@@ -401,7 +400,7 @@ def test_contenders_the_budget_left_out_are_named_in_the_panel_mlflow_and_the_ex
     assert left["params"]["batch_size"] == 128 and left["params"] != answer.params, answer
     assert "1 more within noise left out by the budget" in out, out
     moved = " ".join(f"{k}={v}" for k, v in left["params"].items() if v != {"batch_size": 64, "parallel.threads": 1}[k])
-    assert re.search(rf"not confirmed, within noise of it in the search: {moved} \(\d\.\d\dx in ", out), out
+    assert re.search(rf"not confirmed \(hydra.sweeper.confirm_budget\): {moved}, \d\.\d\dx in ", out), out
     [sweep] = runs(workdir, "sweep")
     assert sweep.data.tags["search.answer.not_confirmed"].startswith("batch_size=128 parallel.threads=")
 
