@@ -3,7 +3,8 @@ file of Hydra overrides with the hardware fingerprint it was measured on.
 
 By default it is the sweep's confirmed answer (search/sweep/confirm.py): the
 fastest configuration at the baseline's accuracy, with its speedup, and the
-contenders within noise of it that the confirmation's budget left out. A rule
+contenders within noise of the search's fastest that the confirmation's
+budget left out. A rule
 given on the command line chooses instead. The rule is a metric to maximize or minimize and constraints on the others,
 e.g. the fastest with `val_accuracy >= 0.97`:
 
@@ -121,7 +122,7 @@ def from_answer(study: optuna.Study) -> dict | None:
 
 
 def _not_confirmed(study: optuna.Study, answer: Answer) -> list[dict]:
-    """The contenders within noise of the answer that the confirmation's budget left out, as overrides to run
+    """The contenders within noise of the search's fastest that the confirmation's budget left out, as overrides to run
     (`python -m search run ...`) with their speedup in the search: not shown slower, only not measured again."""
     trials = study.get_trials(deepcopy=False)
     return [{"overrides": job_overrides(trials[c["trials"][0]]), "search_speedup_vs_baseline": c.get("search_speedup")}

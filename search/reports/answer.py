@@ -38,7 +38,7 @@ def answer_tags(answer: Answer) -> dict[str, str]:
             "search.answer.is_baseline": str(answer.is_baseline).lower(),
             "search.answer.trials": ",".join(map(str, answer.trials)),
             "search.answer.baseline_trials": ",".join(map(str, answer.baseline_trials))}
-    if answer.not_confirmed:  # within noise of the answer in the search, left out of the confirmation by its budget
+    if answer.not_confirmed:  # within noise of the search's fastest, left out of the confirmation by its budget
         tags["search.answer.not_confirmed"] = "; ".join(" ".join(to_override(k, v) for k, v in c["params"].items())
                                                         for c in answer.not_confirmed)
     return tags

@@ -124,7 +124,6 @@ def front_table(study: optuna.Study, metric_names: Sequence[str], width: int | N
     """The front in `width` columns (the console's when None): a title line, the table, notes under it."""
     width = width or console().width
     front = front_rows(study)
-    trials = [r.trial for r in front]
     baseline = baseline_trials(study)
     reference, called = reference_trial(study)
     title = "Pareto front" if len(study.directions) > 1 else "Best trials"

@@ -97,8 +97,8 @@ class Answer:
     baseline_trials: list[int] = field(default_factory=list)
     confirm_wall_s: float = 0.0
     search_wall_s: float = 0.0
-    # contenders within noise that the budget left out: {"params", "search_speedup" (their search median over
-    # the baseline's), "trials"}; not shown to be slower than the answer, only not measured again
+    # contenders within noise of the search's fastest that the budget left out: {"params", "search_speedup" (their
+    # search median over the baseline's), "trials"}; not shown to be slower than the answer, only not measured again
     not_confirmed: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
@@ -115,9 +115,10 @@ class Answer:
             d[key] = math.inf if d.get(key) is None else d[key]
         return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__})
 
-    def changed(self, baseline: Mapping[str, Any]) -> dict[str, Any]:
-        """The answer's knob values that differ from the baseline's."""
-        return {k: v for k, v in self.params.items() if baseline.get(k) != v}
+
+def changed_text(params: Mapping[str, Any], baseline: Mapping[str, Any]) -> str:
+    """`k=v ...` for the knobs of `params` that differ from the baseline's; "your configuration" when none do."""
+    return " ".join(f"{k}={v}" for k, v in params.items() if baseline.get(k) != v) or "your configuration"
 
 
 def eligible(contenders: Sequence[Contender], floor: float | None) -> list[Contender]:
@@ -163,7 +164,7 @@ def panel_lines(answer: Answer, baseline_params: Mapping[str, Any]) -> list[str]
             lines.append(f"val_accuracy {answer.baseline_val_accuracy:.4f}; the others had to reach "
                          f"{answer.baseline_val_accuracy - answer.tolerance:.4f} (tolerance {answer.tolerance:g})")
         return lines
-    what = " ".join(f"{k}={v}" for k, v in answer.changed(baseline_params).items()) or "your configuration"
+    what = changed_text(answer.params, baseline_params)
     if answer.rounds >= 2:
         lines.append(f"{what}: {answer.speedup:.2f}x your configuration (95% CI {answer.ci_low:.2f}-"
                      f"{answer.ci_high:.2f}, {answer.rounds} interleaved rounds)")
@@ -186,9 +187,8 @@ def panel_lines(answer: Answer, baseline_params: Mapping[str, Any]) -> list[str]
     if answer.tied_with:
         lines.append(f"tied within noise with {len(answer.tied_with)} other(s); picked by {answer.rule}")
     for c in answer.not_confirmed:
-        changed = " ".join(f"{k}={v}" for k, v in c["params"].items() if baseline_params.get(k) != v)
         runs = len(c.get("trials", [])) or 1
         measured = f"{c['search_speedup']:.2f}x in " if c.get("search_speedup") else ""
-        lines.append(f"not confirmed (hydra.sweeper.confirm_budget): {changed or 'your configuration'}, "
+        lines.append(f"not confirmed (hydra.sweeper.confirm_budget): {changed_text(c['params'], baseline_params)}, "
                      f"{measured}{runs} search run{'s' if runs > 1 else ''}, within noise of the search's fastest")
     return lines

@@ -171,6 +171,12 @@ def test_staging_takes_accuracy_from_a_trial_with_the_same_maths():
     assert merged["metrics"] == {"throughput_samples_per_s": 600.0, "val_accuracy": 0.97, "val_loss": 0.1}
 
 
+def _the_study(workdir) -> optuna.Study:
+    """The one study a sweep in `workdir` made (a callable objective's study is named after the callable)."""
+    [name] = optuna.get_all_study_names(JournalStorage(JournalFileBackend(str(workdir / "optuna.journal"))))
+    return load_study(workdir, name)
+
+
 def test_a_sweep_ends_with_a_confirmed_answer(workdir):
     """Batch 128 of the paced objective runs twice as fast as the baseline's 64 at the same accuracy."""
     env = {"PYTHONPATH": pythonpath(TESTS.parent, TESTS)}
@@ -178,8 +184,7 @@ def test_a_sweep_ends_with_a_confirmed_answer(workdir):
                         "hydra.sweeper.confirm_budget=1.0", cwd=workdir, env=env)
     assert result.returncode == 0, result.stderr[-3000:]
     out = " ".join(result.stdout.split())
-    [name] = optuna.get_all_study_names(JournalStorage(JournalFileBackend(str(workdir / "optuna.journal"))))
-    study = load_study(workdir, name)  # named after the objective's callable
+    study = _the_study(workdir)
     trials = study.get_trials(deepcopy=False)
     assert [t.user_attrs.get(ROLE_ATTR) for t in trials[:2]] == ["baseline", "baseline"]
     assert trials[0].params == {"batch_size": 64} and trials[1].user_attrs[SEED_ATTR] == 1
@@ -272,8 +277,7 @@ def test_a_callable_objective_is_searched_over_the_knobs_it_declares(workdir):
     assert result.returncode == 0, result.stderr[-3000:]
     [line] = [x for x in result.stdout.splitlines() if x.startswith("not searched: ")]
     assert "precision" in line and "parallel.devices" in line and "applies only batch_size" in line
-    [name] = optuna.get_all_study_names(JournalStorage(JournalFileBackend(str(workdir / "optuna.journal"))))
-    [trial] = load_study(workdir, name).trials
+    [trial] = _the_study(workdir).trials
     assert list(trial.params) == ["batch_size"]
     assert "warning" not in result.stderr or "batch_size" not in result.stderr.split("knobs not applied")[-1]
 
@@ -288,8 +292,7 @@ def test_when_the_fastest_fails_its_second_seed_check_your_maths_with_faster_kno
                         cwd=workdir, env=env)
     assert result.returncode == 0, result.stderr[-3000:]
     out = " ".join(result.stdout.split())
-    [name] = optuna.get_all_study_names(JournalStorage(JournalFileBackend(str(workdir / "optuna.journal"))))
-    answer = Answer.from_dict(load_study(workdir, name).user_attrs["search.answer"])
+    answer = Answer.from_dict(_the_study(workdir).user_attrs["search.answer"])
     assert "the second-seed check failed for" in out and "batch_size=128 parallel.threads=2: mean" in out, out
     assert "confirming instead: " in out and "batch_size=64 parallel.threads=2, your configuration's maths" in out
     assert answer.params == {"batch_size": 64, "parallel.threads": 2} and not answer.is_baseline, answer
@@ -393,8 +396,7 @@ def test_contenders_the_budget_left_out_are_named_in_the_panel_mlflow_and_the_ex
                         "hydra.sweeper.baseline_repeats=2", cwd=workdir, env=env)
     assert result.returncode == 0, result.stderr[-3000:]
     out = " ".join(result.stdout.split())
-    [name] = optuna.get_all_study_names(JournalStorage(JournalFileBackend(str(workdir / "optuna.journal"))))
-    answer = Answer.from_dict(load_study(workdir, name).user_attrs["search.answer"])
+    answer = Answer.from_dict(_the_study(workdir).user_attrs["search.answer"])
     assert answer.params["batch_size"] == 128 and not answer.is_baseline, answer
     [left] = answer.not_confirmed
     assert left["params"]["batch_size"] == 128 and left["params"] != answer.params, answer
