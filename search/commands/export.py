@@ -33,10 +33,9 @@ import yaml
 from search.commands.report import add_study_arguments, open_study
 from search.errors import BadInput, exit_bad_input
 from search.measure import fingerprint
-from search.reports.choose import best, candidates, key, measured_ok
+from search.reports.choose import best, candidates, key
 from search.sweep.constraints import parse_constraints
 from search.sweep.answer import ANSWER_ATTR, Answer
-from search.sweep.roles import SEED_ATTR
 from search.sweep.space import to_override
 from search.sweep.study import APP_ATTR, OUR_APP, study_metrics
 
@@ -99,12 +98,11 @@ def from_answer(study: optuna.Study) -> dict | None:
     if not stored:
         return None
     answer = Answer.from_dict(stored)
-    # Its trials at the study's own seed: a second-seed check trains at another train.seed.
-    same = [t for t in study.get_trials(deepcopy=False)
-            if key(t.params) == key(answer.params) and measured_ok(t) and SEED_ATTR not in t.user_attrs]
-    if not same:
+    chosen = next((c for c in candidates(study.get_trials(deepcopy=False)) if key(c.params) == key(answer.params)),
+                  None)  # its trials at the study's own seed: a second-seed check trains at another train.seed
+    if chosen is None:
         return None
-    chosen = candidates(same)[0]
+    same = chosen.trials
     what = "your own configuration (nothing was faster beyond noise)" if answer.is_baseline else (
         f"{answer.speedup:.2f}x the baseline (95% CI {answer.ci_low:.2f}-{answer.ci_high:.2f})")
     return {

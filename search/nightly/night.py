@@ -5,8 +5,9 @@ hardware (search/sweep/confirm.py; its best configuration when it has none)
 is the incumbent, enqueued `repeats` times, so it is measured
 again under tonight's software, and the best other configurations of
 earlier nights (`warm_start`) once each; the sampler then proposes
-`n_trials` new ones. After it: tonight's best is measured until it has
-`repeats` measurements tonight, so tomorrow has repeats to compare against.
+`n_trials` new ones, and the answer is confirmed. After it: tonight's
+answer is trained until it has `repeats` whole runs tonight, so tomorrow
+has repeats to compare against.
 Then the incumbent's repeats are tested against its measurements of that
 earlier night (search/nightly/regression.py) and the report is written
 (search/nightly/morning_report.py).
@@ -90,7 +91,7 @@ def start(cfg: Mapping[str, Any], study: optuna.Study, storage: Any,
     night = Night(cfg, study, _earlier_nights(storage, cfg["series"], study.study_name))
     metric, here = cfg["metric"], hardware(study)
     for past in night.earlier:
-        if hardware(past) == here and (found := _incumbent(past, metric)):
+        if hardware(past) == here and (found := night_result(past, metric)):
             night.incumbent, night.incumbent_night = found, past.study_name
             break
     if night.incumbent is not None and _fits(night.incumbent.params, distributions):
@@ -112,16 +113,20 @@ def start(cfg: Mapping[str, Any], study: optuna.Study, storage: Any,
     return night
 
 
-def _incumbent(past: optuna.Study, metric: str) -> Candidate | None:
-    """That night's confirmed answer (search/sweep/confirm.py), or, for a night without one (no baseline),
-    its best configuration by `metric`."""
-    trials = past.get_trials(deepcopy=False)
-    answer = past.user_attrs.get(ANSWER_ATTR)
+def _whole(trials: list[optuna.trial.FrozenTrial]) -> list[optuna.trial.FrozenTrial]:
+    """The trials that trained the whole budget, as the incumbent's repeats and the top-ups do: a throughput-only
+    run (a confirmation round, a staged proposal; search/sweep/staging.py) times fewer steps."""
+    return [t for t in trials if ACCURACY_FROM_ATTR not in t.user_attrs]
+
+
+def night_result(study: optuna.Study, metric: str) -> Candidate | None:
+    """What a night found: its confirmed answer (search/sweep/confirm.py), or, for a night without one (no
+    baseline), its best configuration by `metric`. The next night re-measures it as its incumbent, tonight's
+    top-up repeats it, and the morning report calls it tonight's best. Its whole runs when it has some."""
+    trials = study.get_trials(deepcopy=False)
+    answer = study.user_attrs.get(ANSWER_ATTR)
     if answer:
-        # Its trials that trained the whole budget, as tonight's repeats do, when it has some: a throughput-only
-        # confirmation run (search/sweep/staging.py) times fewer steps.
-        full = [t for t in trials if ACCURACY_FROM_ATTR not in t.user_attrs]
-        for pool in (full, trials):
+        for pool in (_whole(trials), trials):
             chosen = next((c for c in candidates(pool) if key(c.params) == key(answer["params"])
                            and metric in c.metrics), None)
             if chosen is not None:
@@ -136,11 +141,13 @@ def run_tags(night: Night) -> dict[str, str]:
 
 
 def top_up(night: Night) -> int:
-    """Enqueue more measurements of tonight's best until it has `repeats` of them."""
-    tonight = best(candidates(night.study.get_trials(deepcopy=False)), night.cfg["metric"])
+    """After the confirmation: enqueue whole runs of tonight's result (night_result: its answer) until it has
+    `repeats` of them, so that tomorrow compares its repeats of the incumbent with repeats."""
+    tonight = night_result(night.study, night.cfg["metric"])
     if tonight is None:
         return 0
-    return _enqueue(night.study, tonight.params, "top_up", max(0, int(night.cfg["repeats"]) - len(tonight.trials)))
+    have = len(_whole(tonight.trials))
+    return _enqueue(night.study, tonight.params, "top_up", max(0, int(night.cfg["repeats"]) - have))
 
 
 def finish(night: Night, metric_names: list[str], out_dir: Path, parent_run_id: str | None,
@@ -149,10 +156,10 @@ def finish(night: Night, metric_names: list[str], out_dir: Path, parent_run_id: 
     from search.nightly.morning_report import Summary, write
 
     metric, cfg = night.cfg["metric"], night.cfg
-    tonight = candidates(night.study.get_trials(deepcopy=False))
-    summary = Summary(night.study.study_name, metric, best(tonight, metric), metric_names)
-    if night.incumbent is not None:
-        now = next((c for c in tonight if key(c.params) == key(night.incumbent.params)), None)
+    summary = Summary(night.study.study_name, metric, night_result(night.study, metric), metric_names)
+    if night.incumbent is not None:  # its repeats tonight against that night's, whole runs both
+        now = next((c for c in candidates(_whole(night.study.get_trials(deepcopy=False)))
+                    if key(c.params) == key(night.incumbent.params)), None)
         summary.incumbent = night.incumbent
         summary.incumbent_night = night.incumbent_night
         summary.verdict = compare(now.values(metric) if now else [], night.incumbent.values(metric),
@@ -161,12 +168,12 @@ def finish(night: Night, metric_names: list[str], out_dir: Path, parent_run_id: 
     if night.earlier:
         last = night.earlier[0]
         summary.last_night = last.study_name
-        summary.last_best = best(candidates(last.get_trials(deepcopy=False)), metric)
+        summary.last_best = night_result(last, metric)
         summary.changes = fingerprint.diff(fingerprint.from_tags(last.user_attrs),
                                            fingerprint.from_tags(night.study.user_attrs), ignore_host=False)
     here = hardware(night.study)
     for past in night.earlier:
-        found = best(candidates(past.get_trials(deepcopy=False)), metric) if hardware(past) == here else None
+        found = night_result(past, metric) if hardware(past) == here else None
         if found and (summary.best_ever is None or found.metrics[metric] > summary.best_ever.metrics[metric]):
             summary.best_ever, summary.best_ever_night = found, past.study_name
     status = "failed" if summary.tonight is None else "regression" if summary.regressed else "ok"

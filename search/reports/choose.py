@@ -3,7 +3,8 @@
 
 Trials are grouped by configuration (their knob values): a nightly sweep
 measures its incumbent several times, and one lucky window must not win, so a
-configuration's figures are the medians over its `ok`, feasible trials.
+configuration's figures are the medians over its `ok`, feasible trials at the
+study's seed (what a throughput-only run cannot say, from its whole runs).
 """
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ from optuna.trial import TrialState
 
 from search.sweep.constraints import Constraint
 from search.sweep.outcome import is_feasible
+from search.sweep.roles import SEED_ATTR
+from search.sweep.staging import ACCURACY_FROM_ATTR, INHERITED, RUN_LENGTH_METRICS
 
 
 @dataclass
@@ -25,10 +28,18 @@ class Candidate:
 
     @property
     def metrics(self) -> dict[str, float]:
-        """Median of every metric over the configuration's trials."""
-        names = {k for t in self.trials for k in t.user_attrs.get("metrics", {})}
-        return {k: statistics.median(t.user_attrs["metrics"][k] for t in self.trials
-                                     if k in t.user_attrs.get("metrics", {})) for k in sorted(names)}
+        """Median of every metric over the configuration's trials. A throughput-only run (search/sweep/staging.py:
+        the confirmation's rounds, a staged proposal) counts for what its timed windows measure; its accuracy is
+        a copy of a whole run's, and how long it ran is not the configuration's: those come from the
+        configuration's whole runs (the accuracy from the copies when it has none)."""
+        whole = [t for t in self.trials if ACCURACY_FROM_ATTR not in t.user_attrs]
+        out: dict[str, float] = {}
+        for k in sorted({k for t in self.trials for k in t.user_attrs.get("metrics", {})}):
+            runs = whole if k in RUN_LENGTH_METRICS else (whole or self.trials) if k in INHERITED else self.trials
+            values = [t.user_attrs["metrics"][k] for t in runs if k in t.user_attrs.get("metrics", {})]
+            if values:
+                out[k] = statistics.median(values)
+        return out
 
     def values(self, metric: str) -> list[float]:
         return [float(t.user_attrs["metrics"][metric]) for t in self.trials
@@ -45,10 +56,13 @@ def measured_ok(trial: optuna.trial.FrozenTrial) -> bool:
 
 
 def candidates(trials: Iterable[optuna.trial.FrozenTrial]) -> list[Candidate]:
-    """One candidate per configuration among the trials that ran, finished `ok` and are feasible."""
+    """One candidate per configuration among the trials that ran at the study's seed, finished `ok` and are
+    feasible. A run at another seed (the baseline's second, the answer's second-seed check) is another draw of
+    the configuration's accuracy, compared only with runs at that seed (search/sweep/confirm.py), as the front
+    table leaves it out (search/reports/tables.py)."""
     groups: dict[tuple, Candidate] = {}
     for t in trials:
-        if measured_ok(t):
+        if measured_ok(t) and SEED_ATTR not in t.user_attrs:
             groups.setdefault(key(t.params), Candidate(dict(t.params))).trials.append(t)
     return list(groups.values())
 

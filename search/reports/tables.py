@@ -109,15 +109,23 @@ def differing_knobs(trials: Sequence[FrozenTrial], reference: FrozenTrial | None
     return [k for k in keys if any(t.params.get(k) != reference.params.get(k) for t in trials)]
 
 
-def speedup(name: str, value: float, baseline: Sequence[FrozenTrial]) -> str:
-    """`1.84x` over the baseline's median, for throughput (higher is faster) or time to accuracy (lower)."""
+def baseline_value(study: optuna.Study, baseline: Sequence[FrozenTrial]) -> float | None:
+    """What the `vs base` column divides by: the baseline configuration's row (configuration_rows), the median of
+    its runs at the study's seed, the confirmation's rounds among them, as every other row's figure is. Its run at
+    the next seed and a slow first run must not stand for it alone (the panel's speedup pairs it round by round)."""
+    if not baseline:
+        return None
+    want = config_key(baseline[0].params)
+    row = next((r for r in configuration_rows(study) if config_key(r.trial.params) == want), None)
+    return row.values[0] if row is not None else None
+
+
+def speedup(name: str, value: float, base: float | None) -> str:
+    """`1.84x` over the baseline's figure `base`, for throughput (higher is faster) or time to accuracy (lower)."""
     sign = _SPEEDUP_METRICS.get(name)
-    base = [t.user_attrs.get("metrics", {}).get(name) for t in baseline]
-    base = [b for b in base if isinstance(b, (int, float)) and b > 0]
-    if sign is None or not base or value <= 0:
+    if sign is None or base is None or base <= 0 or value <= 0:
         return ""
-    ratio = value / statistics.median(base) if sign > 0 else statistics.median(base) / value
-    return f"{ratio:.2f}x"
+    return f"{value / base if sign > 0 else base / value:.2f}x"
 
 
 def front_table(study: optuna.Study, metric_names: Sequence[str], width: int | None = None) -> Group:
@@ -146,13 +154,14 @@ def front_table(study: optuna.Study, metric_names: Sequence[str], width: int | N
         arrow = "↑" if direction == optuna.study.StudyDirection.MAXIMIZE else "↓"
         table.add_column(f"{metric_label(name)} {arrow}", justify="right", no_wrap=True)
     primary = metric_names[0] if metric_names else ""
-    with_speedup = bool(baseline) and primary in _SPEEDUP_METRICS
+    base_value = baseline_value(study, baseline)
+    with_speedup = base_value is not None and primary in _SPEEDUP_METRICS
     if with_speedup:
         table.add_column("vs base", justify="right", no_wrap=True)
     rows: list[list[str]] = []
     for r in front:
         rows.append([f"{r.trial.number}{' *' if is_answer(r.trial) else ''}", *[fmt(v) for v in r.values],
-                     *([speedup(primary, r.values[0], baseline)] if with_speedup else [])])
+                     *([speedup(primary, r.values[0], base_value)] if with_speedup else [])])
     every = list(trials[0].params) if trials else []
     knobs = differing_knobs(trials, reference)
     used = _width([str(c.header) for c in table.columns], rows)
@@ -177,8 +186,11 @@ def front_table(study: optuna.Study, metric_names: Sequence[str], width: int | N
                                "runs' median; the answer panel says what the confirmation measured)"
                                if off_front else "")] if any(is_answer(t) for t in trials) else []
     if any(r.runs > 1 for r in front):
-        notes.append("a configuration measured more than once (the confirmation re-measures the contenders): its "
+        notes.append("a configuration measured more than once (the confirmation's rounds, nightly's repeats): its "
                      "first trial, figures the median of its runs")
+    if with_speedup and answer:
+        notes.append("vs base: the row's median over your configuration's, at your seed; the answer panel's speedup "
+                     "pairs the confirmation's interleaved rounds")
     if reference is not None:
         notes.append(f"knobs shown: those that differ from {called}" +
                      (f" ({escape(_pairs(reference.params, every))})" if knobs else ", none do"))

@@ -51,7 +51,7 @@ from optuna.trial import TrialState
 from search.reports.choose import Candidate, candidates, key
 from search.sweep.answer import (ACCURACY, MEMORY_METRICS, THROUGHPUT, Answer, Contender, Ratio, eligible, pick,
                                  within_noise)
-from search.sweep.baseline import at_study_seed, baseline_accuracy, baseline_trials
+from search.sweep.baseline import baseline_accuracy, baseline_trials
 from search.sweep.roles import ROLE_ATTR, SEED_ATTR, enqueue
 from search.sweep.space import to_override
 from search.sweep.staging import ACCURACY_FROM_ATTR, maths_key
@@ -120,7 +120,7 @@ def confirm(run: SweepRun, run_trials: RunTrials, base_params: dict[str, Any], s
     base_metrics = [t.user_attrs.get("metrics", {}) for t in base_trials]  # its throughput at any seed
     base_accuracy = baseline_accuracy(study)  # at the study's seed when that run ended ok
     floor = None if base_accuracy is None else base_accuracy - settings.accuracy_tolerance
-    ranked = eligible([_contender(c) for c in candidates(at_study_seed(trials)) if THROUGHPUT in c.metrics], floor)
+    ranked = eligible([_contender(c) for c in candidates(trials) if THROUGHPUT in c.metrics], floor)
     base_throughputs = [m[THROUGHPUT] for m in base_metrics if THROUGHPUT in m]
     noise = max(NOISE, (max(base_throughputs) - min(base_throughputs)) / max(base_throughputs)) \
         if base_throughputs else NOISE
@@ -239,6 +239,13 @@ def confirm(run: SweepRun, run_trials: RunTrials, base_params: dict[str, Any], s
                  f"hydra.sweeper.confirm_budget)")
     return answer_of(base_params, None, base_accuracy, confirm_wall_s=time.monotonic() - start, note=note,
                      not_confirmed=not_confirmed)
+
+
+def runs_of(study: optuna.Study, params: Mapping[str, Any]) -> list[int]:
+    """The trials of a configuration at the study's seed that ended ok: its search runs, the confirmation's rounds,
+    nightly's top-ups."""
+    found = next((c for c in candidates(study.get_trials(deepcopy=False)) if key(c.params) == key(params)), None)
+    return [t.number for t in found.trials] if found is not None else []
 
 
 def _rounds(study: optuna.Study, run_trials: RunTrials, configs: list[Mapping[str, Any]], round_trial_s: float,

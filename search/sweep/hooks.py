@@ -2,7 +2,7 @@
 
 The nightly sweep (search/nightly/sweep_hooks.py) enqueues last night's best
 before the search, stops searching after a wall-clock budget, tops up
-tonight's best at the end, and then tests and reports the night. The sweep
+tonight's answer after the confirmation, and then tests and reports the night. The sweep
 calls these hooks at those points and knows nothing else about nightly;
 `NoHooks`, the plain sweep, adds nothing. Like an Optuna callback, a hook is
 told what happened and returns what the sweep must know, never more.
@@ -30,7 +30,8 @@ class SweepHooks(Protocol):
         """Stop proposing trials after this long (None: never); `top_up` still runs."""
 
     def top_up(self) -> int:
-        """Called once, when the sweep would end: the number of trials it enqueued to run before it does."""
+        """Called once, after the search and the confirmation: the number of trials it enqueued to run before the
+        sweep ends."""
 
     def finish(self, metric_names: Sequence[str], report_dir: Path, parent_run_id: str | None,
                plot_files: list[Path]) -> int:

@@ -65,14 +65,16 @@ def _close_waiting(study: optuna.Study, trial: optuna.trial.FrozenTrial, reason:
     study._storage.set_trial_state_values(trial._trial_id, state=TrialState.FAIL)
 
 
-def set_aside_waiting(study: optuna.Study) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+def set_aside_waiting(study: optuna.Study, keep_newest: int = 0) -> list[tuple[dict[str, Any], dict[str, Any]]]:
     """Close the trials waiting to run (proposals the search's budget did not reach: a retry, a start move
-    whose place a retry took; the start moves past n_trials are not enqueued, search/sweep/start_design.py)
-    and return (params, user attributes) to enqueue them again with put_back(). The confirmation runs
-    its own enqueued trials next, and Optuna hands out waiting trials oldest first: it would run these in
-    place of its rounds, and its last trial (the second-seed check) would be left waiting, unrun."""
+    whose place a retry took; the start moves past n_trials are not enqueued, search/sweep/start_design.py),
+    but the `keep_newest` enqueued last, and return (params, user attributes) to enqueue them again with
+    put_back(). The confirmation (and nightly's top-up) runs its own enqueued trials next, and Optuna hands
+    out waiting trials oldest first: it would run these in place of its rounds, and its last trial (the
+    second-seed check) would be left waiting, unrun."""
     aside = []
-    for t in study.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
+    waiting = study.get_trials(deepcopy=False, states=(TrialState.WAITING,))
+    for t in waiting[:len(waiting) - keep_newest] if keep_newest else waiting:
         params = dict(study._storage.get_trial_system_attrs(t._trial_id).get("fixed_params", {}))
         aside.append((params, dict(t.user_attrs)))  # before _close_waiting writes its attributes
         _close_waiting(study, t, "set aside while the answer was confirmed; enqueued again after it",

@@ -31,6 +31,13 @@ from search.sweep.roles import ROLE_ATTR, SEED_ATTR, enqueued_as_asked
 SPEED_ONLY = frozenset(k for knob in KNOBS for k in knob.speed_only)
 ACCURACY_FROM_ATTR = "search.accuracy_from"  # the trial whose trained accuracy a throughput-only trial carries
 INHERITED = ("val_accuracy", "val_loss")
+# Metrics of how much a run ran (its length, its last loss, its wall time, sums over its timed windows): a
+# throughput-only run times the same windows as a whole run, but fewer of them, so these are not the
+# configuration's figures (search/reports/choose.py takes them from its whole runs only).
+RUN_LENGTH_METRICS = frozenset({
+    "samples_trained", "steps", "train_wall_s", "train_loss_final", "eval_wall_s", "trial_wall_s", "timed_samples",
+    "throughput_windows", "timed_start_unix_s", "timed_end_unix_s", "cpu_util_percent_mean", "energy_j",
+    "energy_j_from_power", "energy_j_from_instant_power", "gpu_samples", "gpu_window_s", "gpu_timed_intervals"})
 THROUGHPUT_ONLY = "train.throughput_only=true"
 
 

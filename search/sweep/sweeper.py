@@ -37,7 +37,7 @@ from search.reports.tables import compare_run_ids, print_front
 from search.sweep import workers
 from search.sweep.answer import ANSWER_ATTR, THROUGHPUT, Answer
 from search.sweep.baseline import as_run_here, baseline_params, baseline_trials, enqueue_baseline, fit_baseline
-from search.sweep.confirm import confirm, overrides_for
+from search.sweep.confirm import confirm, overrides_for, runs_of
 from search.sweep.early_stopping import describe_mode
 from search.sweep.failure_policy import FailurePolicy
 from search.sweep.gp_view import asks_for_answer, gp_view
@@ -132,6 +132,8 @@ class SweeperImpl:
                     workers.mark(study, "done")  # however the trials ended: the others may confirm
                 if self.baseline is not None and not self.failure_policy.gives_up(run.outcomes):
                     answer = self._confirm_once(run, plan)
+                if not self.failure_policy.gives_up(run.outcomes) and self._top_up(run) and answer is not None:
+                    self._store(run, answer)  # its runs, the top-ups among them
             status = "FAILED" if self.failure_policy.gives_up(run.outcomes) else "FINISHED"
         except (KeyboardInterrupt, Interrupted):
             status = "KILLED"
@@ -200,9 +202,27 @@ class SweeperImpl:
         finally:
             put_back(run.study, aside)
         if answer is not None:
-            run.study.set_user_attr(ANSWER_ATTR, answer.to_dict())
-            tag_sweep_run(run.sweep.parent_run_id, answer)
+            self._store(run, answer)
         return answer
+
+    def _store(self, run: SweepRun, answer: Answer) -> None:
+        """The answer, with every run of its configuration at the study's seed, on the study and MLflow's sweep run."""
+        answer.trials = runs_of(run.study, answer.params)
+        run.study.set_user_attr(ANSWER_ATTR, answer.to_dict())
+        tag_sweep_run(run.sweep.parent_run_id, answer)
+
+    def _top_up(self, run: SweepRun) -> int:
+        """The hooks' last trials (nightly: whole runs of tonight's answer, search/nightly/night.py), after the
+        confirmation named it and ahead of any proposal still waiting; how many ran."""
+        extra = self.hooks.top_up()
+        if extra:
+            aside = set_aside_waiting(run.study, keep_newest=extra)
+            try:
+                run.progress.grow(len(run.outcomes) + extra)
+                run_enqueued(run, extra)
+            finally:
+                put_back(run.study, aside)
+        return extra
 
     def _open(self, study: optuna.Study, plan: Plan, resumed: bool, metric_names: list[str]) -> int:
         """Say what is being swept, close what a killed sweep left, record the machine; the hooks'

@@ -63,18 +63,12 @@ class SweepRun:
 
 
 def run_trials(run: SweepRun, hooks: SweepHooks, target: int) -> None:
-    """Trials until `target` ran (grown once by hooks.top_up), or the grid, the failure policy or the time says stop."""
+    """Trials until `target` ran, or the grid, the failure policy or the time (hooks.max_wall_s) says stop."""
     max_wall_s = hooks.max_wall_s()
     deadline = time.monotonic() + max_wall_s if max_wall_s else None
-    topped_up = False
     while True:
         if len(run.outcomes) >= target or (deadline is not None and time.monotonic() > deadline):
-            extra = 0 if topped_up else hooks.top_up()
-            topped_up, deadline = True, None  # topped up once, then the sweep ends
-            if not extra:
-                break
-            target = len(run.outcomes) + extra
-            run.progress.grow(target)
+            break
         if run.grid_used_up():
             run.progress.console.print(f"every grid point has run: stopping after {len(run.outcomes)} new trials")
             break

@@ -208,3 +208,23 @@ def test_without_a_baseline_the_knobs_are_compared_with_the_first_complete_trial
     text = "\n".join(lines)
     assert "vs base" not in text
     assert "differ from trial 0, the first complete one (batch_size=256 num_workers=2" in flat(text)
+
+
+def test_vs_base_divides_by_the_baselines_row_with_its_rounds_not_its_other_seed() -> None:
+    """Seen in nightly and default sweeps: the column divided by the median of the baseline's two runs (its slow
+    first and its second seed), so the baseline, the answer, read 0.73x of itself, and a row read 1.57x above a
+    panel of 1.06x."""
+    study = optuna.create_study(directions=["maximize", "maximize"], study_name="digits")
+    _add(study, USER, 826.0, 0.95, BASELINE)
+    study.add_trial(optuna.trial.create_trial(
+        params=USER, distributions=SPACE, values=[1440.0, 0.96],
+        user_attrs={"metrics": {"throughput_samples_per_s": 1440.0, "val_accuracy": 0.96}, "outcome": "ok",
+                    ROLE_ATTR: BASELINE, SEED_ATTR: 1}))
+    for throughput in (1_500.0, 1_560.0):
+        _add(study, USER, throughput, 0.95, "confirm")
+    _add(study, {**USER, "precision": "bf16"}, 1_591.0, 0.94)
+    study.set_user_attr("search.answer", {"trials": [0], "params": USER, "is_baseline": True, "speedup": 1.0})
+    text = "\n".join(_render(front_table(study, METRICS, 200), 200))
+    assert re.search(r"│ +0 \* │ +1,500 │ +0.95 │ +1.00x │", text), text  # median(826, 1,500, 1,560)
+    assert re.search(r"│ +4 │ +1,591 │ +0.94 │ +1.06x │", text), text
+    assert "the answer panel's speedup pairs the confirmation's interleaved rounds" in flat(text)

@@ -203,11 +203,14 @@ def test_a_sweep_ends_with_a_confirmed_answer(workdir):
         (answer.baseline_val_accuracy + check["baseline_val_accuracy"]) / 2)
     assert [t.params for t in trials if t.user_attrs.get(ROLE_ATTR) == "seed_check"] == [{"batch_size": 128}]
     assert "batch_size=128" in answer.overrides
+    at_seed = [t.number for t in trials if t.params == {"batch_size": 128} and SEED_ATTR not in t.user_attrs]
+    assert answer.trials == at_seed and len(at_seed) >= 4  # the search's run and every round
     assert "the answer" in out and f"{answer.speedup:.2f}x your configuration (95% CI" in out
     [sweep] = runs(workdir, "sweep")
     assert sweep.data.metrics["speedup_vs_baseline"] == pytest.approx(answer.speedup)
     assert sweep.data.metrics["speedup_vs_baseline_ci_low"] == pytest.approx(answer.ci_low)
     assert "batch_size=128" in sweep.data.tags["search.answer.overrides"]
+    assert sweep.data.tags["search.answer.trials"] == ",".join(map(str, at_seed))
     trial_runs = runs(workdir, "trial")
     assert {r.data.tags.get(ROLE_ATTR) for r in trial_runs} >= {"baseline", "confirm", "seed_check"}
 
@@ -241,8 +244,32 @@ def test_staging_trains_a_set_of_maths_once(workdir):
                           for r in tagged)
 
 
+def test_a_night_tops_up_its_confirmed_answer_after_the_confirmation(workdir):
+    """Seen in nightly runs: the top-up repeated the fastest configuration by throughput alone (batch 256 at
+    val_accuracy 0.62), before the confirmation, while the next night's incumbent is the confirmed answer."""
+    from search.nightly.night import ROLE
+
+    env = {"PYTHONPATH": pythonpath(TESTS.parent, TESTS)}
+    result = run_search("nightly", *PACED, "hydra.sweeper.n_trials=3", "hydra.sweeper.baseline_repeats=2",
+                        "hydra.sweeper.confirm_budget=1.0", "hydra.sweeper.study_name=night",
+                        "hydra.sweeper.nightly.repeats=10", cwd=workdir, env=env)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    study = _the_study(workdir)
+    trials = study.get_trials(deepcopy=False)
+    answer = Answer.from_dict(study.user_attrs["search.answer"])
+    topped = [t for t in trials if t.user_attrs.get(ROLE) == "top_up"]
+    assert answer.params == {"batch_size": 128} and topped, [t.params for t in trials]
+    assert all(t.params == answer.params and ACCURACY_FROM_ATTR not in t.user_attrs for t in topped)
+    assert min(t.number for t in topped) > max(t.number for t in trials if t.user_attrs.get(ROLE_ATTR) == "confirm")
+    # A function's rounds train in full (staging is for this package's trials): they count as repeats too.
+    whole = [t.number for t in trials if t.params == answer.params and SEED_ATTR not in t.user_attrs
+             and ACCURACY_FROM_ATTR not in t.user_attrs]
+    assert len(whole) == 10  # the search's run, the rounds and the top-ups: the repeats tomorrow compares with
+    assert answer.trials == whole  # the stored answer names its runs, the top-ups among them
+
+
 def test_nightly_takes_the_confirmed_answer_as_its_incumbent():
-    from search.nightly.night import _incumbent
+    from search.nightly.night import night_result
 
     study = optuna.create_study(directions=["maximize", "maximize"])
     dist = {"batch_size": CategoricalDistribution([64, 128, 256])}
@@ -253,9 +280,9 @@ def test_nightly_takes_the_confirmed_answer_as_its_incumbent():
         t.set_user_attr("metrics", {"throughput_samples_per_s": throughput, "val_accuracy": 0.9})
         study.tell(t, [throughput, 0.9])
     metric = "throughput_samples_per_s"
-    assert _incumbent(study, metric).params == {"batch_size": 256}  # no answer: the fastest
+    assert night_result(study, metric).params == {"batch_size": 256}  # no answer: the fastest
     study.set_user_attr("search.answer", {"params": {"batch_size": 128}})  # 256 lost the accuracy check, say
-    assert _incumbent(study, metric).params == {"batch_size": 128}
+    assert night_result(study, metric).params == {"batch_size": 128}
 
 
 def test_a_stopped_confirmation_leaves_nothing_for_the_next_sweep():
