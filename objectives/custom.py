@@ -52,7 +52,10 @@ def run_callable(path: str, cfg: dict) -> TrialResult:
     unapplied = [s for s in KNOB_SECTIONS
                  if declared is None or not any(k == s or k.startswith(f"{s}.") for k in declared)]
     if unapplied:
-        warn_not_applied(name, {",".join(unapplied): f"objective.callable {path} trains by itself"})
+        why = f"objective.callable {path} trains by itself" + (
+            "; declare what it applies, e.g. objective.knobs=[batch_size], and the sweep searches only that"
+            if declared is None else "")
+        warn_not_applied(name, {",".join(unapplied): why})
     metrics = fn(cfg)
     if not isinstance(metrics, dict) or not all(
         isinstance(v, (int, float)) and not isinstance(v, bool) for v in metrics.values()

@@ -40,6 +40,30 @@ def locate(path: str, key: str) -> Any:
     return obj
 
 
+def check_targets(spec: Any, key: str) -> None:
+    """Locate every ``_target_`` of ``spec`` (as instantiate() would, depth first) without building anything:
+    the sweep refuses a misspelt one before its first trial, not in every trial."""
+    if isinstance(spec, list):
+        for i, v in enumerate(spec):
+            check_targets(v, f"{key}[{i}]")
+    elif isinstance(spec, dict):
+        if "_target_" in spec:
+            locate(spec["_target_"], f"{key}._target_")
+        for k, v in spec.items():
+            if k != "_target_":
+                check_targets(v, f"{key}.{k}" if k != "_args_" else f"{key}._args_")
+
+
+def check_objective(objective: Any) -> None:
+    """A custom objective's function and every ``_target_`` it names can be found (imported, not called or built):
+    a ConfigError naming the key otherwise. The sweep and `python -m search run` call it before any trial; other
+    objectives name nothing to find."""
+    if getattr(objective, "callable", None) is not None:
+        locate(objective.callable, "objective.callable")
+    for key in ("model", "train_dataset", "val_dataset", "loss"):
+        check_targets(getattr(objective, key, None), f"objective.{key}")
+
+
 def instantiate(spec: Any, key: str = "_target_") -> Any:
     """Build ``spec`` recursively; anything that is not a ``_target_`` mapping is returned as is."""
     if isinstance(spec, list):

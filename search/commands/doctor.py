@@ -62,6 +62,11 @@ def check_tracking() -> Check:
     from mlflow.tracking import MlflowClient
 
     uri = mlflow.get_tracking_uri()  # honours MLFLOW_TRACKING_URI
+    if uri.startswith("sqlite:///") and not Path(uri[len("sqlite:///"):]).exists():  # a check creates nothing
+        path = Path(uri[len("sqlite:///"):]).resolve()
+        ok = path.parent.is_dir() and os.access(path.parent, os.W_OK)
+        return Check("MLflow tracking", ok, f"{redact(uri)}: made by the first sweep" if ok else
+                     f"{redact(uri)}: directory {path.parent} missing or not writable; fix: MLFLOW_TRACKING_URI")
     http = uri.startswith(("http://", "https://"))
     short = _env(MLFLOW_HTTP_REQUEST_MAX_RETRIES="0", MLFLOW_HTTP_REQUEST_TIMEOUT="5") if http else contextlib.nullcontext()
     with short:

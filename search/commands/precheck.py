@@ -28,6 +28,7 @@ from hydra import compose, initialize_config_dir
 from hydra._internal.utils import get_args_parser
 from omegaconf import OmegaConf
 
+from search.composition_errors import dotted_keys, first_line, fix_for
 from search.errors import BadInput
 from search.measure.hardware import check_memory_cap
 from search.paths import conf_dir
@@ -42,6 +43,11 @@ def check_command_line(args: list[str], one_trial: bool = False) -> list[str]:
     ``one_trial`` (`python -m search run`), the composed trial's knobs checked as well."""
     parsed_args = get_args_parser().parse_args(args)
     overrides = parse_overrides(parsed_args.overrides)
+    swept = next((o for o in overrides if o.is_sweep_override()), None) if one_trial else None
+    if swept is not None:
+        raise BadInput(f"python -m search run trains one configuration, one value per knob; got {swept.input_line}; "
+                       f"fix: python -m search multirun {swept.input_line} (a sweep), or give {swept.key_or_group} "
+                       f"one value")
     quoted = {o.input_line: quote_params_sweep(o.input_line) for o in overrides
               if o.is_sweep_override() and o.key_or_group.startswith(PARAMS_PREFIX)}
     for o in overrides:
@@ -57,9 +63,11 @@ def check_command_line(args: list[str], one_trial: bool = False) -> list[str]:
         with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
             cfg = compose("config", overrides=fixed, return_hydra_config=True)
     except Exception as err:  # Hydra's composition errors have no common base worth naming
-        first = " ".join(str(err).strip().splitlines()[0].split()) if str(err).strip() else type(err).__name__
-        raise BadInput(f"overrides must name existing config groups, options and keys; {first}; "
-                       f"fix: see conf/ for the names (python -m search multirun --info defaults)") from None
+        with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
+            keys = dotted_keys(compose("config"))
+        fix = fix_for(err, keys) or "see conf/ for the names (python -m search multirun --info defaults)"
+        raise BadInput(f"overrides must name existing config groups, options and keys; {first_line(err)}; "
+                       f"fix: {fix}") from None
     check_section("trial", OmegaConf.to_container(cfg.trial, resolve=True) if "trial" in cfg else None)
     if "trial" in cfg and cfg.trial.get("max_memory_bytes") is not None:
         from search.measure.machine import gpus
@@ -72,14 +80,22 @@ def check_command_line(args: list[str], one_trial: bool = False) -> list[str]:
 
 def check_trial_rules(job: dict) -> None:
     """The checks one trial's child makes before it trains (objectives/run.py), made on this machine's facts."""
-    from objectives import ConfigError, parse_config
-    from objectives.knobs import check_hardware
+    from objectives import ConfigError, HardwareError
+    from objectives.config import parse_values
+    from objectives.instantiate import check_objective
+    from objectives.knobs import broken_rules
     from search.measure.machine import machine_hardware
 
     try:
-        trial = parse_config(OmegaConf.to_container(OmegaConf.create(job), resolve=True))
-        if getattr(trial.objective, "callable", None) is None:  # a function applies what it declares
-            check_hardware(trial, machine_hardware())
+        trial = parse_values(OmegaConf.to_container(OmegaConf.create(job), resolve=True))
+        check_objective(trial.objective)
+        # The rules that tie knobs together, and this machine's checks first (a rule's fix would not make it run
+        # here), except for a function, which applies what it declares.
+        here = machine_hardware() if getattr(trial.objective, "callable", None) is None else None
+        broken = broken_rules(trial, here)
+        first = next((err for err in broken if isinstance(err, HardwareError)), broken[0] if broken else None)
+        if first is not None:
+            raise first
     except ConfigError as err:
         raise BadInput(str(err)) from None
 

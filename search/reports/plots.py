@@ -158,7 +158,8 @@ def _write_plots(study: optuna.Study, metric_names: Sequence[str], out_dir: Path
     sections: list[str] = []
     ran = sum(measured_ok(t) for t in measured.get_trials(deepcopy=False))
     if ran < 2:  # before the plotting modules: a sweep importing them ahead is not waited for, for nothing
-        plots.skipped.append(f"no plots yet: they need 2 trials that ran ok, the study has {ran}")
+        plots.skipped.append(f"no plots yet: they need 2 trials that ran ok and met the constraints, the study has "
+                             f"{ran}")
         return plots
     preload()
     import matplotlib.pyplot as plt

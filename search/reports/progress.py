@@ -83,15 +83,17 @@ def running_lines(running: Mapping[int, Mapping[str, Any]]) -> list[Text]:
 
 
 def finished_line(number: int, outcome: str, metrics: Mapping[str, float], metric_names: Iterable[str],
-                  params: Mapping[str, Any], reason: str = "", feasible: bool = True, kind: str = "") -> str:
+                  params: Mapping[str, Any], reason: str = "", feasible: bool = True, kind: str = "",
+                  violated: str = "") -> str:
     """The line a finished trial leaves in the log (rich markup); `kind`: what the trial was run for, when it
-    was not an ordinary proposal (`baseline, seed 1`, `timed only, val acc of trial 6`)."""
+    was not an ordinary proposal (`baseline, seed 1`, `timed only, val acc of trial 6`); `violated`: the
+    constraints an infeasible trial broke, with its figures."""
     shown = "  ".join(f"{fmt(metrics[k])} {metric_label(k)}" for k in metric_names if k in metrics)
     colour = {"ok": "green", "stopped_early": "yellow"}.get(outcome, "red")
     if reason and outcome != "ok":
         tail = f"  [dim]{escape(reason)}[/dim]"
     else:
-        tail = "" if feasible else "  [yellow]infeasible: violates a constraint[/yellow]"
+        tail = "" if feasible else f"  [yellow]infeasible: violates {escape(violated or 'a constraint')}[/yellow]"
     knobs = f"  [dim]{escape(_short(params))}[/dim]" if params else ""
     what = f" [dim]({escape(kind)})[/dim]" if kind else ""
     return f"trial {number} [{colour}]{outcome}[/{colour}]{what}{'  ' + shown if shown else ''}{knobs}{tail}"
@@ -144,7 +146,7 @@ class SweepProgress:
 
     def finished(self, number: int, outcome: str, metrics: Mapping[str, float], params: Mapping[str, Any],
                  directions: Sequence[str], reason: str = "", feasible: bool = True, kind: str = "",
-                 counts_as_best: bool = True) -> None:
+                 counts_as_best: bool = True, violated: str = "") -> None:
         """`counts_as_best`: False for a run at another seed, whose accuracy is not the study's."""
         if outcome == "ok" and feasible and counts_as_best:
             for name, direction in zip(self.metric_names, directions):
@@ -154,5 +156,5 @@ class SweepProgress:
         self.running = {n: p for n, p in self.running.items() if n != number}
         self.done += 1
         self._progress.console.print(finished_line(number, outcome, metrics, self.metric_names, params, reason,
-                                                   feasible, kind))
+                                                   feasible, kind, violated))
         self._progress.refresh()

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 import optuna
 
 from search.errors import BadInput, Interrupted, exit_bad_input
+from search.reports.labels import fmt
 from search.sweep.confirm import ROUND_ATTR
 from search.sweep.early_stopping import intermediate_series
 from search.sweep.metric_names import ended_ok, unreported
@@ -43,8 +44,10 @@ def close_trial(run: SweepRun, trial: optuna.Trial, result: Any) -> str:
                        series)
     shown = scored.metrics or dict(zip(run.progress.metric_names, scored.values or []))
     feasible = all(v <= 0 for v in scored.constraints.values())
+    violated = ", ".join(f"{c} (got {fmt(scored.metrics[c.metric]) if c.metric in scored.metrics else 'none'})"
+                         for c in plan.constraints if c.violation(scored.metrics) > 0)
     run.progress.finished(trial.number, scored.outcome, shown, trial.params, plan.directions, scored.reason, feasible,
-                          trial_kind(trial.user_attrs), SEED_ATTR not in trial.user_attrs)
+                          trial_kind(trial.user_attrs), SEED_ATTR not in trial.user_attrs, violated)
     if refusal:
         exit_bad_input(BadInput(refusal))  # SystemExit: the sweep's run is ended on the way out
     return scored.outcome

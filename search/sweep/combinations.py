@@ -24,7 +24,7 @@ import itertools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Mapping, TypeVar
 
-from optuna.distributions import BaseDistribution, CategoricalDistribution
+from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution
 
 from search.errors import BadInput
 from search.sweep.space import Space, to_override
@@ -44,13 +44,26 @@ def parse_probes(space: Space, parse: Callable[[list[str]], Parsed]) -> list[Par
     value it refuses is wrong everywhere: bad input."""
     from objectives import ConfigError
 
-    probes: list[list[str]] = [[]]
+    probes: list[tuple[str | None, list[str]]] = [(None, [])]
     for key, dist in space.distributions.items():
-        probes += [[to_override(key, v)] for v in _candidates(dist)]
-    try:
-        return [parse(extra) for extra in probes]
-    except ConfigError as err:
-        raise BadInput(str(err)) from None
+        probes += [(key, [to_override(key, v)]) for v in _candidates(dist)]
+    parsed = []
+    for key, extra in probes:
+        try:
+            parsed.append(parse(extra))
+        except ConfigError as err:
+            dist = space.distributions.get(key) if key else None
+            if isinstance(dist, FloatDistribution) and "must be an int" in str(err):  # interval() is a float range
+                low, high = _number(dist.low), _number(dist.high)
+                raise BadInput(f"{key} takes whole numbers, and its sweep gives it real ones; got {low} to {high} "
+                               f"(interval(), or range() with a fractional step); fix: "
+                               f"{key}='tag(int, interval({low}, {high}))', or range() with a whole step") from None
+            raise BadInput(str(err)) from None
+    return parsed
+
+
+def _number(value: float) -> int | float:
+    return int(value) if float(value).is_integer() else value
 
 
 @dataclass(frozen=True)
@@ -115,7 +128,7 @@ def fit_to_rules(space: Space, base: TrialConfig, hardware: Hardware) -> tuple[S
     from objectives import HardwareError
 
     rules = Rules(base, hardware, frozenset(space.distributions))
-    fixed = rules.broken({}, machine_first=False)  # a rule of any machine first, as the trial's parser says it
+    fixed = rules.broken({})  # what this machine cannot run first: a rule's fix would not make it run here
     if fixed is not None:
         where = "this machine cannot run the fixed settings" if isinstance(fixed, HardwareError) else \
             "the fixed settings break a rule"

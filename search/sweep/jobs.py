@@ -18,6 +18,7 @@ from hydra.core.plugins import Plugins
 from hydra.core.utils import JobReturn, JobStatus
 from omegaconf import DictConfig, OmegaConf
 
+from search.composition_errors import dotted_keys, first_line, fix_for
 from search.errors import BadInput
 from search.sweep.metric_names import named_values
 from search.trial.composed_job import run_composed
@@ -74,9 +75,9 @@ class Jobs:
         try:
             return self._compose_from_cache(list(overrides))
         except Exception as err:  # Hydra's composition errors share no narrower base
-            first = " ".join(str(err).split("\n")[0].split())
-            raise BadInput(f"every override must name a key of the config; {first} (overrides: "
-                           f"{' '.join(overrides)}); fix: check the key's spelling in conf/") from None
+            fix = fix_for(err, dotted_keys(self.config)) or "check the key's spelling in conf/"
+            raise BadInput(f"every override must name a key of the config; {first_line(err)} (overrides: "
+                           f"{' '.join(overrides)}); fix: {fix}") from None
 
     def _compose_from_cache(self, overrides: list[str]) -> DictConfig:
         import copy

@@ -63,6 +63,7 @@ def plan_sweep(settings: SweepSettings, jobs: Jobs, hooks: SweepHooks, sweep_dir
     if jobs.runs_our_trials():
         space = _reproducible(space, jobs)
         probed = _check_knob_values(jobs, space)  # first: an unknown value is wrong everywhere
+        _check_objective(probed[0].objective)
         if getattr(probed[0].objective, "callable", None):  # a function applies what it declares (objective.knobs)
             space, line = keep_applied(space, probed[0].objective.knobs,
                                        f"objective.callable {probed[0].objective.callable}",
@@ -93,6 +94,7 @@ def plan_sweep(settings: SweepSettings, jobs: Jobs, hooks: SweepHooks, sweep_dir
     if settings.batch_size_probe and jobs.runs_our_trials():
         space = _probe_batch_size(jobs, space)  # last: the cheap checks above fail first
     sampler = make_sampler(settings.sampler, settings.seed, space.distributions)
+    _check_one_metric_sampler(sampler, metrics, directions)
     name = settings.study_name or jobs.default_study_name()
     storage = open_storage(settings.storage)  # creates the journal file: after every check
     # Only this package's trials report a curve and run the probe, and only with an accuracy to report.
@@ -100,6 +102,26 @@ def plan_sweep(settings: SweepSettings, jobs: Jobs, hooks: SweepHooks, sweep_dir
     mode = choose_mode(settings.early_stopping and trains_here, metrics, directions, pruner)
     slots = device_slots.make_slots(settings.slots, settings.trials_per_gpu, gpus().count) if jobs.run_here() else None
     return Plan(space, directions, metrics, constraints, name, storage, sampler, mode, pruner, slots, confirm)
+
+
+def _check_objective(objective: Any) -> None:
+    """A custom objective's function and `_target_`s are found here, once: misspelt, every trial would end
+    infeasible with the same line and the sweep would exit 0 (search/sweep/outcome.py)."""
+    from objectives import ConfigError
+    from objectives.instantiate import check_objective
+
+    try:
+        check_objective(objective)
+    except ConfigError as err:
+        raise BadInput(str(err)) from None
+
+
+def _check_one_metric_sampler(sampler: optuna.samplers.BaseSampler, metrics: list[str], directions: list[str]) -> None:
+    """Optuna's CMA-ES optimises one value, and says so only at its first model-based ask, mid-sweep."""
+    if isinstance(sampler, optuna.samplers.CmaEsSampler) and len(metrics) > 1:
+        raise BadInput(f"hydra/sweeper/sampler=cmaes optimises one metric; got {len(metrics)} ({', '.join(metrics)}); "
+                       f"fix: hydra.sweeper.metrics=[{metrics[0]}] hydra.sweeper.direction=[{directions[0]}] (your "
+                       f"configuration's accuracy still sets the answer's floor), or hydra/sweeper/sampler=gp")
 
 
 def _reproducible(space: Space, jobs: Jobs) -> Space:

@@ -165,11 +165,17 @@ def normalize_directions(direction: Any, metric_names: Sequence[str] | None) -> 
     for d in directions:
         if d not in _DIRECTIONS:
             raise BadInput(f"hydra.sweeper.direction must be maximize or minimize (or a list of them); got {d!r}; "
-                           f"fix: direction=[maximize,maximize]")
+                           f"fix: hydra.sweeper.direction=[{','.join(_fixed_directions(directions, metric_names))}]")
     if metric_names is not None and len(metric_names) != len(directions):
         raise BadInput(f"hydra.sweeper.metrics and hydra.sweeper.direction must have the same length; got "
                        f"{list(metric_names)} and {directions}; fix: give one direction per metric")
     return directions
+
+
+def _fixed_directions(directions: list[Any], metric_names: Sequence[str] | None) -> list[str]:
+    """`directions` with each wrong one as `maximize`, one per metric when there are more metrics."""
+    fixed = [d if d in _DIRECTIONS else "maximize" for d in directions]
+    return fixed * len(metric_names) if metric_names and len(fixed) == 1 else fixed
 
 
 def make_sampler(sampler_cfg: Any, seed: int | None, distributions: Mapping[str, BaseDistribution]) -> optuna.samplers.BaseSampler:

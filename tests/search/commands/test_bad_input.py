@@ -32,6 +32,7 @@ CASES = [
     ("batch_size=abc", "batch_size"),
     ("batch_size=choice(32,32)", "distinct"),
     ("batch_size=range(64,32)", "start < stop"),
+    ("batch_size=interval(16,48)", "batch_size takes whole numbers, and its sweep gives it real ones; got 16 to 48"),
     ("model_pruning.ratio=interval(0.5,0.1)", "low < high"),
     ("model_pruning.ratio=0.95", "model_pruning.ratio"),
     ("model_pruning.method=magic", "magic"),
@@ -44,11 +45,12 @@ CASES = [
     ("objective=nosuch", "nosuch"),
     ("hydra/sweeper/sampler=nosuch", "nosuch"),
     ("hydra/sweeper/pruner=nosuch", "nosuch"),
+    ("hydra/sweeper/sampler=cmaes", "cmaes optimises one metric; got 2 (throughput_samples_per_s, val_accuracy)"),
     ("hydra.sweeper.early_stopping_margin=1.5", "early_stopping_margin"),
     ("hydra.sweeper.storage=/nonexistent/dir/study.journal", "writable"),
     ("hydra.sweeper.storage=postgresql://alice:s3cret@127.0.0.1:1/db", "reachable"),
     ("hydra.sweep.dir=/proc/no/such/dir", "output directory must be writable"),
-    ("hydra.sweeper.direction=upward", "maximize or minimize"),
+    ("hydra.sweeper.direction=upward", "fix: hydra.sweeper.direction=[maximize,maximize]"),
     ("hydra.sweeper.metrics=[throughput_samples_per_s]", "same length"),
     ("hydra.sweeper.n_trials=0", "n_trials"),
     ("hydra.sweeper.constraints=['val_accuracy > 0.9']", "metric >= number"),
@@ -82,6 +84,20 @@ def test_a_metric_the_workload_never_reports_is_refused(cli: ForkedCli, workdir:
     assert_one_line_and_nothing_created(workdir, result, words)
 
 
+@pytest.mark.parametrize("overrides, words", [
+    (["objective=custom", "objective.callable=os.path:no_such_function"],
+     "objective.callable must name an attribute of module 'os.path'; got 'os.path:no_such_function'"),
+    (["objective=custom", "objective.model={_target_: no_such_pkg.models.Net}",
+      "objective.train_dataset={_target_: os.path.join}"],
+     "objective.model._target_ must name an importable module; got 'no_such_pkg.models.Net'"),
+], ids=["callable", "model-target"])
+def test_a_misspelt_function_or_target_is_refused_before_any_trial(cli: ForkedCli, workdir: Path,
+                                                                    overrides: list[str], words: str) -> None:
+    """Seen in a user's first sweep: every trial ended infeasible with the same line, and the sweep exited 0."""
+    for command in ("multirun", "run"):
+        assert_one_line_and_nothing_created(workdir, cli.run(command, *overrides, cwd=workdir), words)
+
+
 def test_objectives_is_still_read_as_metrics_with_one_line_saying_so(workdir: Path) -> None:
     """The setting's old name (before `objective` meant only the workload) keeps old configs working."""
     result = run_search("multirun", "hydra.sweeper.objectives=[no_such_metric]", "hydra.sweeper.direction=maximize",
@@ -104,3 +120,11 @@ def test_a_study_with_other_directions_is_refused_untouched(workdir: Path) -> No
     assert result.returncode == 2 and "already exists with directions ['minimize']" in result.stderr
     assert len(storage.get_all_studies()) == 1 and not (workdir / "multirun").exists()
     assert runs(workdir, "sweep") == []
+
+
+def test_run_with_a_sweep_says_it_trains_one_configuration(cli: ForkedCli, workdir: Path) -> None:
+    """Hydra's own answer was `Sweep parameters ... requires --multirun`, a traceback hint and exit status 1."""
+    result = cli.run("run", "batch_size=choice(16,32)", cwd=workdir)
+    assert_one_line_and_nothing_created(workdir, result, "python -m search run trains one configuration, one value "
+                                                         "per knob; got batch_size=choice(16,32); fix: python -m "
+                                                         "search multirun batch_size=choice(16,32)")

@@ -123,6 +123,7 @@ def test_doctor_exits_0_when_storage_and_tracking_are_reachable(tmp_path):
                      "everything a sweep needs is present"):
         assert expected in out
     assert not (tmp_path / "study.journal").exists()  # checking creates no study
+    assert not (tmp_path / "mlflow.db").exists() and "made by the first sweep" in " ".join(out.split())  # nor a store
 
 
 def test_doctor_exits_1_on_unreachable_storage_and_never_prints_the_password(tmp_path):

@@ -228,3 +228,10 @@ def test_vs_base_divides_by_the_baselines_row_with_its_rounds_not_its_other_seed
     assert re.search(r"│ +0 \* │ +1,500 │ +0.95 │ +1.00x │", text), text  # median(826, 1,500, 1,560)
     assert re.search(r"│ +4 │ +1,591 │ +0.94 │ +1.06x │", text), text
     assert "the answer panel's speedup pairs the confirmation's interleaved rounds" in flat(text)
+
+
+def test_an_infeasible_trial_says_which_constraint_it_broke_and_by_what() -> None:
+    line = finished_line(3, "ok", {"throughput_samples_per_s": 1335.0, "val_accuracy": 0.8607}, METRICS,
+                         {"batch_size": 64}, feasible=False, violated="val_accuracy >= 0.9 (got 0.8607)")
+    [text] = _render(line, 200)
+    assert text.endswith("batch_size=64  infeasible: violates val_accuracy >= 0.9 (got 0.8607)"), text

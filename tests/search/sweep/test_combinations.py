@@ -66,6 +66,9 @@ def test_the_fixed_settings_breaking_a_rule_is_bad_input() -> None:
         fit(["batch_size=choice(32,64)"], TWO_CORES, {"precision": "fp16"})
     with pytest.raises(BadInput, match=r"^the fixed settings break a rule: parallel.compile must not be none"):
         fit(["batch_size=choice(32,64)"], HOPPER, {"precision": "fp8"})
+    # This machine's check first: the rule's fix (compile) would not make fp8 run on a CPU.
+    with pytest.raises(BadInput, match=r"^this machine cannot run the fixed settings: precision=fp8 needs"):
+        fit(["batch_size=choice(32,64)"], TWO_CORES, {"precision": "fp8"})
     with pytest.raises(BadInput, match="parallel.devices has no value this machine and the fixed settings allow"):
         fit(["parallel.devices=choice(2,4)"], TWO_CORES, {"parallel": {"threads": 2}})
 
