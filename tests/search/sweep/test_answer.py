@@ -415,6 +415,64 @@ def test_an_undecided_confirmation_runs_two_more_rounds_before_the_answer_is_rea
     assert answer is not None and answer.is_baseline and "1.41x (95% CI 0.83-2.42, 3 rounds)" in answer.note
 
 
+def test_when_the_fastest_search_run_was_luck_the_next_fastest_at_the_floor_is_confirmed():
+    """Seen in a default sweep: one run of `loader.num_workers=2` at 2,811 samples/s set the contenders' window
+    (10%) above a configuration the search ran at 1.69x; the rounds measured the lucky one at 0.94x, and the
+    answer was your configuration, the 1.69x one never measured again."""
+    import types
+
+    from search.sweep.confirm import confirm, overrides_for
+    from search.sweep.sweep_settings import SweepSettings
+
+    study = optuna.create_study(directions=["maximize", "maximize"])
+    dists = {"batch_size": CategoricalDistribution([64, 128, 256])}
+    paces = {64: iter([1000.0] * 20), 128: iter([950.0] * 20), 256: iter([1700.0, 1650.0, 1720.0])}
+
+    def tell(trial_or_params, throughput: float, attrs: dict | None = None) -> None:
+        metrics = {"throughput_samples_per_s": throughput, "val_accuracy": 0.9, "trial_wall_s": 1.0}
+        if isinstance(trial_or_params, dict):
+            study.add_trial(optuna.trial.create_trial(params=trial_or_params, distributions=dists,
+                                                      values=[throughput, 0.9],
+                                                      user_attrs={**(attrs or {}), "outcome": "ok", "metrics": metrics}))
+            return
+        trial_or_params.set_user_attr("outcome", "ok")
+        trial_or_params.set_user_attr("metrics", metrics)
+        study.tell(trial_or_params, [throughput, 0.9])
+
+    tell({"batch_size": 64}, 1000.0, {ROLE_ATTR: "baseline"})
+    tell({"batch_size": 64}, 1000.0, {ROLE_ATTR: "baseline", SEED_ATTR: 1})
+    tell({"batch_size": 128}, 2800.0)  # lucky
+    tell({"batch_size": 256}, 1690.0)  # outside 10% of 2,800
+
+    def run_trials(n: int) -> None:
+        for _ in range(n):
+            trial = study.ask(dists)
+            tell(trial, next(paces[trial.params["batch_size"]]))
+
+    said: list[str] = []
+    run = types.SimpleNamespace(settings=SweepSettings(confirm_budget=0.15, confirm_candidates=3),
+                                study=study, started_s=time.monotonic() - 5.0, staging=True)
+    answer = confirm(run, run_trials, {"batch_size": 64}, None, lambda p: overrides_for([], p), said.append)
+    assert answer is not None and answer.params == {"batch_size": 256} and answer.rounds == 3, (answer, said)
+    assert 1.6 < answer.ci_low <= answer.speedup <= answer.ci_high < 1.8, answer
+    [line] = [s for s in said if s.startswith("confirming next: batch_size=256")]
+    assert "1.69x your configuration in the search" in line and "0.95x" in line, line
+    assert answer.note.startswith("no configuration was faster beyond noise (the fastest contender: 0.95x")
+    assert answer.rule.startswith("the next fastest in the search")
+
+    # As slow in the rounds as the lucky one: your configuration, and the note says what both measured.
+    study2_paces = {64: iter([1000.0] * 20), 128: iter([950.0] * 20), 256: iter([990.0, 1010.0, 1000.0] * 3)}
+    paces.update(study2_paces)
+    study = optuna.create_study(directions=["maximize", "maximize"])
+    run.study = study
+    tell({"batch_size": 64}, 1000.0, {ROLE_ATTR: "baseline"})
+    tell({"batch_size": 128}, 2800.0)
+    tell({"batch_size": 256}, 1690.0)
+    answer = confirm(run, run_trials, {"batch_size": 64}, None, lambda p: overrides_for([], p), said.append)
+    assert answer is not None and answer.is_baseline, answer
+    assert "batch_size=256 (the next fastest in the search): 1.00x" in answer.note, answer.note
+
+
 def test_contenders_the_budget_left_out_are_named_in_the_panel_mlflow_and_the_export(workdir):
     """Threads leave the paced objective's pace alone: batch 128 on 1 or 2 threads are two contenders within
     noise of each other, and the default budget confirms one of them; the other is named, not dropped."""
