@@ -86,7 +86,12 @@ def fit_baseline(space: Space, params: dict[str, Any]) -> tuple[Space, list[str]
                            f"fix: set {key} in conf/ to one of the space's values"]
         if dist is not None:
             widened[key] = dist
-            notes.append(f"the baseline's {key}={value!r} is not in the space: added to it")
+            was = space.distributions[key]
+            how = ("added to its choices" if isinstance(dist, CategoricalDistribution) else
+                   f"its range {was.low:g}-{was.high:g} widened to {dist.low:g}-{dist.high:g} to hold it (to search "
+                   f"{was.low:g}-{was.high:g} only, give {key} a value in it: your configuration is then measured "
+                   f"there)")
+            notes.append(f"the baseline's {key}={value!r} is not in the space: {how}")
     return replace(space, distributions=widened), notes
 
 

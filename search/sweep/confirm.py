@@ -211,7 +211,7 @@ def confirm(run: SweepRun, run_trials: RunTrials, base_params: dict[str, Any], s
         say(f"the second-seed check failed for {' '.join(overrides_of(c.params))}: {check_text(check)}")
         failed_check = failed_check or (ratio, check)
     best = confirmed[order[0]]
-    tried = {key(c.params) for c, _, _ in confirmed}
+    tried = {key(c.params) for c, _, _ in confirmed}  # measured in the rounds
 
     def pair_ratio(params: Mapping[str, Any]) -> Ratio | None:
         """3 more interleaved rounds of `params` against the baseline (2 more when undecided), over the budget."""
@@ -240,8 +240,9 @@ def confirm(run: SweepRun, run_trials: RunTrials, base_params: dict[str, Any], s
         ratio, check = failed_check
         note = (f"a contender faster than your configuration beyond noise failed the second-seed accuracy check "
                 f"({ratio.text()}; {check_text(check)})")
+        checked = {key(confirmed[i][0].params) for i in order[:2]}
         same = next((c for c in ranked if maths_key(c.params) == maths_key(base_params)
-                     and key(c.params) != key(base_params) and key(c.params) not in tried
+                     and key(c.params) != key(base_params) and key(c.params) not in checked
                      and c.throughput > max(base_throughputs, default=math.inf)), None)  # faster in the search
         if same is not None:
             say(f"confirming instead: {' '.join(overrides_of(same.params))}, your configuration's maths with "

@@ -118,7 +118,9 @@ def test_the_baseline_widens_the_space_and_runs_once_per_missing_repeat():
     widened, notes = fit_baseline(space, {"batch_size": 64, "threads": 1})
     assert list(widened.distributions["batch_size"].choices) == [32, 128, 64]
     assert (widened.distributions["threads"].low, widened.distributions["threads"].high) == (1, 4)
-    assert len(notes) == 2 and all("not in the space: added to it" in n for n in notes)
+    assert notes == ["the baseline's batch_size=64 is not in the space: added to its choices",
+                     "the baseline's threads=1 is not in the space: its range 2-4 widened to 1-4 to hold it (to "
+                     "search 2-4 only, give threads a value in it: your configuration is then measured there)"]
     assert fit_baseline(widened, {"batch_size": 64, "threads": 1})[1] == []
 
     study = optuna.create_study(directions=["maximize", "maximize"])
