@@ -70,11 +70,11 @@ ROUND_ATTR = "search.confirm_round"
 RunTrials = Callable[[int], None]  # runs that many enqueued trials, in order
 
 
-def _contender(c: Candidate) -> Contender:
+def _contender(c: Candidate, base_params: Mapping[str, Any]) -> Contender:
     m = c.metrics
     memory = next((m[k] for k in MEMORY_METRICS if k in m), math.inf)
     return Contender(dict(c.params), m[THROUGHPUT], m.get(ACCURACY), int(c.params.get("parallel.devices", 1)),
-                     memory, [t.number for t in c.trials])
+                     memory, [t.number for t in c.trials], maths_key(c.params) == maths_key(base_params))
 
 
 def _wall_s(t: optuna.trial.FrozenTrial) -> float:
@@ -125,7 +125,7 @@ def confirm(run: SweepRun, run_trials: RunTrials, base_params: dict[str, Any], s
     base_metrics = [t.user_attrs.get("metrics", {}) for t in base_trials]  # its throughput at any seed
     base_accuracy = baseline_accuracy(study)  # at the study's seed when that run ended ok
     floor = None if base_accuracy is None else base_accuracy - settings.accuracy_tolerance
-    ranked = eligible([_contender(c) for c in candidates(trials) if THROUGHPUT in c.metrics], floor)
+    ranked = eligible([_contender(c, base_params) for c in candidates(trials) if THROUGHPUT in c.metrics], floor)
     base_throughputs = [m[THROUGHPUT] for m in base_metrics if THROUGHPUT in m]
     noise = max(NOISE, (max(base_throughputs) - min(base_throughputs)) / max(base_throughputs)) \
         if base_throughputs else NOISE
@@ -136,7 +136,8 @@ def confirm(run: SweepRun, run_trials: RunTrials, base_params: dict[str, Any], s
         r = ratio or Ratio(1.0, 1.0, 1.0, 0)
         return Answer(dict(params), overrides_of(params), key(params) == key(base_params), r.estimate, r.low,
                       r.high, r.rounds, val_accuracy, base_accuracy, settings.accuracy_tolerance,
-                      baseline_trials=[t.number for t in base_trials], search_wall_s=search_wall_s, **kw)
+                      baseline_trials=[t.number for t in base_trials], search_wall_s=search_wall_s,
+                      your_maths=maths_key(params) == maths_key(base_params) and key(params) != key(base_params), **kw)
 
     def check_of(c: Contender) -> dict[str, Any] | None:
         """Its second-seed check; None when there is no seed or accuracy to check."""
