@@ -36,7 +36,7 @@ from optuna.trial import TrialState
 
 from search.errors import BadInput
 from search.sweep.outcome import is_feasible
-from search.sweep.roles import SEED_ATTR, enqueued_as_asked
+from search.sweep.roles import ROLE_ATTR, SEED_ATTR, enqueued_as_asked
 from search.sweep.space import to_override
 
 THROUGHPUT = "throughput_samples_per_s"
@@ -138,13 +138,17 @@ def throughput_bar(trials: Sequence[optuna.trial.FrozenTrial], margin: float, st
 def answer_bar(trials: Sequence[optuna.trial.FrozenTrial], floor: float, margin: float) -> float | None:
     """The probe throughput below which a new trial cannot be the answer: the highest throughput among the
     completed, feasible trials at the study's seed whose val_accuracy reaches `floor` (the baseline is one),
-    lowered by `margin`; None while none has."""
-    speeds = [t.user_attrs["metrics"][THROUGHPUT] for t in trials
-              if t.state == TrialState.COMPLETE and is_feasible(t) and t.user_attrs.get("outcome", "ok") == "ok"
-              and SEED_ATTR not in t.user_attrs
-              and math.isfinite(t.user_attrs.get("metrics", {}).get(THROUGHPUT, math.nan))
+    lowered by `margin`, or by the spread of the baseline's own runs when this machine showed more noise than
+    that (the confirmation reads its noise the same way, search/sweep/confirm.py); None while none has."""
+    def ok(t: optuna.trial.FrozenTrial) -> bool:
+        return (t.state == TrialState.COMPLETE and is_feasible(t) and t.user_attrs.get("outcome", "ok") == "ok"
+                and math.isfinite(t.user_attrs.get("metrics", {}).get(THROUGHPUT, math.nan)))
+
+    speeds = [t.user_attrs["metrics"][THROUGHPUT] for t in trials if ok(t) and SEED_ATTR not in t.user_attrs
               and t.user_attrs["metrics"].get(ACCURACY, -math.inf) >= floor]
-    return max(speeds) * (1.0 - margin) if speeds else None
+    base = [t.user_attrs["metrics"][THROUGHPUT] for t in trials if ok(t) and t.user_attrs.get(ROLE_ATTR) == "baseline"]
+    spread = (max(base) - min(base)) / max(base) if len(base) > 1 else 0.0
+    return max(speeds) * (1.0 - max(margin, spread)) if speeds else None
 
 
 def probe_bar(trials: Sequence[optuna.trial.FrozenTrial], margin: float, startup_trials: int,
