@@ -56,7 +56,7 @@ from objectives.hardware import from_torch
 from objectives.in_trial_stopping import EarlyStop, Report, plan_early_stop
 from objectives.knobs import check_hardware
 from objectives.knobs.batch_size import steps_for_budget
-from objectives.knobs.compile import compile_wall_s
+from objectives.knobs.compile import compile_wall_s, needs_stable_grads
 from objectives.knobs.memory import apply_expandable_segments
 from objectives.knobs.model_pruning import finalize_model_pruning
 from objectives.knobs.parallel import apply_threads, backend, device_for_rank, init_process_group, unwrap
@@ -132,7 +132,8 @@ def trial_on_rank(rank: int, world_size: int, port: int, cfg: TrialConfig, repor
     early_stop = plan_early_stop(cfg.train, plan, steps, global_batch, report if rank == 0 else None, curve,
                                  evaluate_now)
     log = train(model, built.optimizer, fed.loader, fed.sampler, steps, plan, built.precision, device,
-                built.train_loss_fn, target, cfg.parallel.grad_accum, fed.prepare_input, early_stop)
+                built.train_loss_fn, target, cfg.parallel.grad_accum, fed.prepare_input, early_stop,
+                stable_grads=needs_stable_grads(cfg.parallel, device.type))
     finalize_model_pruning(unwrap(model))
     if log.stopped_early:  # the windows that ran: the probe's, or those before the learning curve was stopped
         plan = WindowPlan(plan.warmup_steps, plan.window_steps,

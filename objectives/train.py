@@ -85,6 +85,7 @@ def train(
     grad_accum: int = 1,
     prepare_input: Callable[[torch.Tensor], torch.Tensor] = lambda x: x,
     early_stop: EarlyStop | None = None,
+    stable_grads: bool = False,
 ) -> TrainLog:
     """``steps`` optimizer steps of ``grad_accum`` micro-batches each.
 
@@ -92,7 +93,20 @@ def train(
     ``grad_accum``), so one step equals a step on their concatenation; under
     DDP only the last micro-batch all-reduces. ``prepare_input`` runs on each
     input batch on the device (augmentation moved there, channels_last).
+
+    ``stable_grads``: the ``.grad`` buffers are allocated here, zeroed, before
+    the first step, and zeroed in place between steps instead of freed. A model
+    compiled with CUDA graphs (objectives/knobs/compile.py) would otherwise get
+    its first micro-batch's gradients as ``.grad`` in the graphs' own memory,
+    which its next micro-batch's run overwrites: torch raises "accessing
+    gradient tensor output of CUDAGraphs that has been overwritten", and
+    advises exactly these buffers (torch/_inductor/cudagraph_trees.py).
     """
+    if stable_grads:
+        for group in optimizer.param_groups:
+            for p in group["params"]:
+                if p.requires_grad and p.grad is None:
+                    p.grad = torch.zeros_like(p)
     log = TrainLog()
     baseline_children = measure.child_pids()
     model.train()
@@ -103,7 +117,7 @@ def train(
     span_loss = torch.zeros((), dtype=torch.float64, device=device)  # float64: a sum of finite losses stays finite
     wait_s = 0.0
     while log.steps_done < steps:
-        optimizer.zero_grad(set_to_none=True)
+        optimizer.zero_grad(set_to_none=not stable_grads)
         loss_sum = torch.zeros((), device=device)
         for micro in range(grad_accum):
             asked = time.perf_counter()

@@ -50,6 +50,15 @@ def apply_compile(parallel: ParallelConfig, model: nn.Module) -> nn.Module:
     return torch.compile(model, mode=mode, backend=parallel.compile_backend)
 
 
+CUDA_GRAPH_MODES = ("reduce-overhead", "max-autotune")  # both turn on triton.cudagraphs (torch._inductor.list_mode_options)
+
+
+def needs_stable_grads(parallel: ParallelConfig, device_type: str) -> bool:
+    """Gradient accumulation through a model compiled with CUDA graphs needs ``.grad`` buffers allocated outside
+    the graphs (objectives/train.py, ``stable_grads``); on a CPU no graph is captured."""
+    return device_type == "cuda" and parallel.compile in CUDA_GRAPH_MODES and parallel.grad_accum > 1
+
+
 def quiet_autotune_tables() -> None:
     """Inductor's max-autotune writes every tuned matmul's table of candidate kernels and their timings
     straight to stderr (a dozen lines per shape): they filled `selftest`'s output in the first GPU runs

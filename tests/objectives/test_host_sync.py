@@ -155,3 +155,28 @@ def test_evaluation_pauses_read_on_the_host_but_stay_out_of_the_windows():
 def test_two_ddp_ranks_read_only_at_window_edges():
     out = run_ranks(train_counting, 2, 1, ())
     assert out["at_edges"] > 0 and out["log"].steps_done == STEPS
+
+
+def test_stable_gradient_buffers_train_the_same_model():
+    """Gradient accumulation through CUDA graphs (compile reduce-overhead or max-autotune) keeps `.grad` in
+    buffers allocated outside the graphs, zeroed in place (objectives/train.py `stable_grads`); no graph runs on
+    a CPU, so here the two ways must simply train the same weights."""
+    from objectives.knobs.compile import needs_stable_grads
+
+    def trained(stable: bool) -> list[torch.Tensor]:
+        torch.manual_seed(0)
+        data = TensorDataset(torch.randn(256, 20), torch.randint(0, 5, (256,)))
+        model = nn.Sequential(nn.Linear(20, 32), nn.ReLU(), nn.Linear(32, 5))
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
+        sampler = ShardedEpochSampler(len(data), 16, 0, 1, seed=3)
+        _, precision = apply_precision("fp32", model, "cpu")
+        train(model, optimizer, apply_loader(LoaderConfig(), data, 16, sampler), sampler, 6, plan_windows(6, 1, 2),
+              precision, torch.device("cpu"), cross_entropy, grad_accum=2, stable_grads=stable)
+        return [p.detach().clone() for p in model.parameters()]
+
+    assert all(torch.equal(a, b) for a, b in zip(trained(False), trained(True)))
+    assert needs_stable_grads(ParallelConfig(compile="reduce-overhead", grad_accum=2), "cuda")
+    assert needs_stable_grads(ParallelConfig(compile="max-autotune", grad_accum=4), "cuda")
+    assert not needs_stable_grads(ParallelConfig(compile="max-autotune", grad_accum=1), "cuda")
+    assert not needs_stable_grads(ParallelConfig(compile="default", grad_accum=2), "cuda")
+    assert not needs_stable_grads(ParallelConfig(compile="reduce-overhead", grad_accum=2), "cpu")
