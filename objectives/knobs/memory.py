@@ -44,6 +44,7 @@ def check_hardware(memory: MemoryConfig, hw: Hardware) -> None:
 
 
 ALLOC_CONF_ENV = "PYTORCH_CUDA_ALLOC_CONF"
+NEW_ALLOC_CONF_ENV = "PYTORCH_ALLOC_CONF"  # torch's device-neutral name for the same settings
 
 
 def allocator_conf(expandable_segments: bool, current: str | None) -> str:
@@ -57,9 +58,14 @@ def allocator_conf(expandable_segments: bool, current: str | None) -> str:
 
 def apply_expandable_segments(expandable_segments: bool, environ: MutableMapping[str, str] = os.environ) -> None:
     """Set in a fresh trial process before torch starts CUDA. Starts from the user's
-    PYTORCH_CUDA_ALLOC_CONF, or torch's newer name PYTORCH_ALLOC_CONF (the CUDA one wins when both are set)."""
-    current = environ.get(ALLOC_CONF_ENV) or environ.get("PYTORCH_ALLOC_CONF")
-    environ[ALLOC_CONF_ENV] = allocator_conf(expandable_segments, current)
+    PYTORCH_CUDA_ALLOC_CONF, or torch's newer name PYTORCH_ALLOC_CONF, and writes the result to each of the two
+    the trial has: which one torch reads first when both are set has changed between releases (c10's
+    AllocatorConfig), so both say the same."""
+    current = environ.get(ALLOC_CONF_ENV) or environ.get(NEW_ALLOC_CONF_ENV)
+    merged = allocator_conf(expandable_segments, current)
+    environ[ALLOC_CONF_ENV] = merged
+    if NEW_ALLOC_CONF_ENV in environ:
+        environ[NEW_ALLOC_CONF_ENV] = merged
 
 
 def checkpointing_skip_reason(memory: MemoryConfig, blocks: list[nn.Module]) -> str:

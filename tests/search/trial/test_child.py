@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from objectives.knobs.memory import allocator_conf
+from objectives.knobs.memory import allocator_conf, apply_expandable_segments
 
 from conftest import REPO, TESTS, pythonpath, run_search
 
@@ -19,6 +19,14 @@ def test_allocator_settings_merge_the_knob_into_the_users_own() -> None:
         "max_split_size_mb:64,expandable_segments:True"
     assert allocator_conf(False, "expandable_segments:True,garbage_collection_threshold:0.8") == \
         "garbage_collection_threshold:0.8,expandable_segments:False"
+    # A user's PYTORCH_ALLOC_CONF says the same as the knob, whichever name torch reads first.
+    environ = {"PYTORCH_ALLOC_CONF": "expandable_segments:False,max_split_size_mb:64"}
+    apply_expandable_segments(True, environ)
+    assert environ == {"PYTORCH_ALLOC_CONF": "max_split_size_mb:64,expandable_segments:True",
+                       "PYTORCH_CUDA_ALLOC_CONF": "max_split_size_mb:64,expandable_segments:True"}
+    environ = {}
+    apply_expandable_segments(False, environ)
+    assert environ == {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:False"}
 
 
 def test_the_trial_process_starts_with_expandable_segments_and_the_pci_device_order(workdir: Path) -> None:
