@@ -125,14 +125,15 @@ def propose(run: SweepRun) -> slots.Launch:
 
 
 def run_enqueued(run: SweepRun, count: int) -> None:
-    """The next `count` trials, enqueued on purpose (the confirmation's), in the order they were enqueued."""
-    if run.plan.slots is not None:
-        _run_slots(run, count, None, enqueued=True)
-        return
-    while count > 0:
-        batch = min(run.settings.n_jobs, count)
-        _run_batch(run, batch)
-        count -= batch
+    """The next `count` trials, enqueued on purpose (the confirmation's rounds and checks, nightly's top-ups), in
+    the order they were enqueued, one at a time whatever the slots or `n_jobs`: the rounds compare your
+    configuration with each contender run after run, and two of them sharing the machine would measure each
+    other (seen with `hydra.sweeper.slots=2`: each round's pair started and ended together)."""
+    for _ in range(count):
+        if run.plan.slots is not None:
+            _run_slots(run, 1, None, enqueued=True)
+        else:
+            _run_batch(run, 1)
 
 
 def _run_slots(run: SweepRun, budget: int, deadline: float | None, enqueued: bool = False) -> None:

@@ -234,6 +234,22 @@ def test_a_sweep_ends_with_a_confirmed_answer(workdir):
     assert written["speedup_vs_baseline"]["estimate"] == pytest.approx(answer.speedup)
 
 
+def test_the_rounds_run_one_at_a_time_when_trials_share_the_machine(workdir):
+    """Seen with `hydra.sweeper.slots=2`: each round's pair (your configuration and the contender) started and
+    ended together, measuring each other, under a panel saying "interleaved rounds"."""
+    env = {"PYTHONPATH": pythonpath(TESTS.parent, TESTS)}
+    result = run_search("multirun", *PACED, "hydra.sweeper.n_trials=4", "hydra.sweeper.baseline_repeats=2",
+                        "hydra.sweeper.confirm_budget=1.0", "hydra.sweeper.slots=2", cwd=workdir, env=env)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    trials = _the_study(workdir).get_trials(deepcopy=False)
+    measured = sorted((t for t in trials if t.user_attrs.get(ROLE_ATTR) in ("confirm", "seed_check")),
+                      key=lambda t: t.user_attrs["search.launched_unix_s"])
+    assert len(measured) >= 6, [t.user_attrs.get(ROLE_ATTR) for t in trials]
+    for before, after in zip(measured, measured[1:]):
+        assert after.user_attrs["search.launched_unix_s"] >= before.user_attrs["search.ended_unix_s"], \
+            (before.number, after.number)
+
+
 def test_staging_trains_a_set_of_maths_once(workdir):
     """Worker counts leave the maths alone: after the baseline trained, they are timed, not trained."""
     result = run_search("multirun", "hydra.sweeper.params=null", "loader.num_workers=choice(0,1)",
