@@ -15,7 +15,8 @@ from search.tracking.mlflow_client import configure_client
 from search.errors import BadInput, exit_bad_input
 from search.reports.plots import write_report
 from search.reports.tables import print_front
-from search.sweep.study import open_storage, study_metrics
+from search.sweep.study import DEFAULT_STORAGE, open_storage, study_metrics
+
 
 def parent_run_id(study: optuna.Study) -> str | None:
     """The MLflow parent run of the study's latest sweep."""
@@ -26,8 +27,16 @@ def parent_run_id(study: optuna.Study) -> str | None:
 
 
 def open_study(storage: str | None, study_name: str | None) -> optuna.Study:
-    """The named study, or the only one in the storage; bad input otherwise."""
-    opened = open_storage(storage)
+    """The named study, or the only one in the storage; bad input otherwise. A command reads a study: it creates
+    no journal where there is none, and names its own option in a fix."""
+    target = storage or DEFAULT_STORAGE
+    if "://" not in target and not Path(target).is_file():
+        raise BadInput(f"--storage must name an existing study storage; got {target}, which does not exist here; "
+                       f"fix: run from the sweep's directory, or --storage PATH_OR_URL")
+    try:
+        opened = open_storage(storage)
+    except BadInput as err:
+        raise BadInput(str(err).replace("hydra.sweeper.storage", "--storage")) from None
     names = [s.study_name for s in opened.get_all_studies()]
     if study_name is None and len(names) == 1:
         study_name = names[0]

@@ -155,12 +155,23 @@ def close_stale_runs(*run_ids: str | None) -> None:
             client.set_terminated(run_id, status="KILLED")
 
 
+def missing_local_store() -> str | None:
+    """The tracking URI when it is a local SQLite file that does not exist (a command run away from its sweep's
+    directory): opening it would create an empty store, in which the sweep's runs are not. None otherwise."""
+    import mlflow
+
+    uri = mlflow.get_tracking_uri()
+    return uri if uri.startswith("sqlite:///") and not Path(uri[len("sqlite:///"):]).exists() else None
+
+
 def log_report(run_id: str | None, files: list[Path], tags: Mapping[str, str] | None = None,
                artifact_path: str = "report") -> str | None:
     """Attach report files (and tags) to a sweep's parent run. Returns None, or
     why it could not (MLflow down): the files stay on disk either way."""
     if run_id is None:
         return "no MLflow parent run is known for this study"
+    if (uri := missing_local_store()) is not None:
+        return f"no MLflow store at {uri} here; fix: MLFLOW_TRACKING_URI=<the sweep's store>"
     client = MlflowClient()
     try:
         for path in files:

@@ -128,3 +128,25 @@ def test_run_with_a_sweep_says_it_trains_one_configuration(cli: ForkedCli, workd
     assert_one_line_and_nothing_created(workdir, result, "python -m search run trains one configuration, one value "
                                                          "per knob; got batch_size=choice(16,32); fix: python -m "
                                                          "search multirun batch_size=choice(16,32)")
+
+
+def test_report_and_export_away_from_the_sweep_create_nothing_and_name_their_own_option(cli: ForkedCli,
+                                                                                          workdir: Path) -> None:
+    """Seen in an empty directory: `export --study-name digits` left a 0-byte optuna.journal and said the
+    storage held no studies, fix --study-name; an unreachable database's fix named hydra.sweeper.storage."""
+    for command in ("export", "report"):
+        result = cli.run(command, "--study-name", "digits", cwd=workdir)
+        assert_one_line_and_nothing_created(workdir, result, "--storage must name an existing study storage; got "
+                                                             "optuna.journal, which does not exist here")
+        assert not (workdir / "optuna.journal").exists()
+    result = cli.run("export", "--storage", "postgresql://alice:s3cret@127.0.0.1:1/db", cwd=workdir)
+    assert_one_line_and_nothing_created(workdir, result, "correct --storage")
+
+
+def test_a_report_away_from_the_sweeps_mlflow_store_creates_none(monkeypatch, tmp_path: Path) -> None:
+    from search.tracking.mlflow_client import log_report
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path}/mlflow.db")
+    problem = log_report("a-run-of-the-sweep", [])
+    assert problem is not None and "no MLflow store at" in problem and "MLFLOW_TRACKING_URI" in problem
+    assert list(tmp_path.iterdir()) == []
