@@ -48,8 +48,9 @@ def close_trial(run: SweepRun, trial: optuna.Trial, result: Any) -> str:
                          for c in plan.constraints if c.violation(scored.metrics) > 0)
     run.progress.finished(trial.number, scored.outcome, shown, trial.params, plan.directions, scored.reason, feasible,
                           trial_kind(trial.user_attrs), SEED_ATTR not in trial.user_attrs, violated)
-    if refusal:
-        exit_bad_input(BadInput(refusal))  # SystemExit: the sweep's run is ended on the way out
+    if refusal:  # SystemExit: the sweep's run is ended on the way out
+        exit_bad_input(BadInput(f"{refusal}; with other metrics, also a new hydra.sweeper.study_name (study "
+                                f"{run.study.study_name!r} now holds this trial, under the metrics it was made with)"))
     return scored.outcome
 
 

@@ -122,6 +122,7 @@ def test_a_task_returning_a_dict_must_name_its_metrics(workdir: Path) -> None:
     assert result.returncode == 2, result.stdout[-3000:] + result.stderr[-3000:]
     assert "its first trial reported loss, not value" in result.stderr
     assert "hydra.sweeper.metrics" in result.stderr
+    assert "also a new hydra.sweeper.study_name (study 'sphere' now holds this trial" in " ".join(result.stderr.split())
 
     named = sweep(workdir, "hydra.sweeper.metrics=[loss]", "hydra.sweeper.study_name=named")
     assert named.returncode == 0, named.stdout[-3000:] + named.stderr[-3000:]
