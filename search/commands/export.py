@@ -36,6 +36,7 @@ from search.measure import fingerprint
 from search.reports.choose import best, candidates, key
 from search.sweep.constraints import parse_constraints
 from search.sweep.answer import ANSWER_ATTR, Answer
+from search.sweep.staging import ACCURACY_FROM_ATTR
 from search.sweep.space import to_override
 from search.sweep.study import APP_ATTR, OUR_APP, study_metrics
 
@@ -87,6 +88,7 @@ def choose(study: optuna.Study, metric: str | None, direction: str | None, where
         "rule": f"{rule} (medians over each configuration's trials)",
         "trials": [t.number for t in chosen.trials],
         "metrics": {k: float(v) for k, v in chosen.metrics.items()},
+        **_accuracy_note(chosen.trials),
         "overrides": job_overrides(newest),
         "fingerprint": fingerprint.from_tags(study.user_attrs),
     }
@@ -113,10 +115,23 @@ def from_answer(study: optuna.Study) -> dict | None:
         "speedup_vs_baseline": {"estimate": answer.speedup, "ci95": [answer.ci_low, answer.ci_high],
                                 "rounds": answer.rounds} if not answer.is_baseline else None,
         "metrics": {k: float(v) for k, v in chosen.metrics.items()},
+        **_accuracy_note(same),
         "overrides": job_overrides(max(same, key=lambda t: t.number)),
         "fingerprint": fingerprint.from_tags(study.user_attrs),
         **({"not_confirmed": left_out} if (left_out := _not_confirmed(study, answer)) else {}),
     }
+
+
+def _accuracy_note(trials: list[optuna.trial.FrozenTrial]) -> dict:
+    """For a configuration only timed (staging: search/sweep/staging.py), where its accuracy comes from: the
+    trials that trained its maths. `run` trains it whole, another draw of that accuracy (a worker draws its own
+    augmentation stream), so its val_accuracy can differ from the figure written here."""
+    if not trials or any(ACCURACY_FROM_ATTR not in t.user_attrs for t in trials):
+        return {}  # it trained whole at least once: its accuracy is its own
+    sources = sorted({int(t.user_attrs[ACCURACY_FROM_ATTR]) for t in trials})
+    return {"val_accuracy_from": f"trial(s) {', '.join(map(str, sources))}, which trained its maths: this "
+                                 f"configuration was timed only (speed-only knobs moved), so a whole run of it "
+                                 f"draws that accuracy again"}
 
 
 def _not_confirmed(study: optuna.Study, answer: Answer) -> list[dict]:

@@ -45,3 +45,16 @@ def test_a_configuration_only_timed_carries_its_accuracy_and_no_figure_of_a_whol
          **{ACCURACY_FROM_ATTR: 0})
     timed = next(c for c in candidates(study.trials) if c.params == {"loader.num_workers": 2})
     assert timed.metrics == {"throughput_samples_per_s": 2500.0, "val_accuracy": 0.97}
+
+
+def test_export_says_where_a_timed_only_configurations_accuracy_comes_from() -> None:
+    """Seen: `run --from` an exported `loader.num_workers=2` trained to 0.9109 where the export said 0.922, your
+    configuration's accuracy, which the timed-only answer carried."""
+    from search.commands.export import _accuracy_note
+
+    study = optuna.create_study(directions=["maximize", "maximize"])
+    _add(study, 0, {"throughput_samples_per_s": 1500.0, "val_accuracy": 0.922})
+    _add(study, 2, {"throughput_samples_per_s": 2500.0, "val_accuracy": 0.922}, **{ACCURACY_FROM_ATTR: 0})
+    timed, trained = study.trials[1:], study.trials[:1]
+    assert _accuracy_note(timed)["val_accuracy_from"].startswith("trial(s) 0, which trained its maths")
+    assert _accuracy_note(trained) == {}
