@@ -312,9 +312,10 @@ class SweeperImpl:
         print(f"MLflow: {mlflow_client.how_to_look()}   (experiment {self.settings.experiment_name or plan.study_name!r}:"
               f" {mlflow_client.experiment_url(sweep.experiment_id)})", flush=True)
         trials = study.get_trials(deepcopy=False)
-        answer_runs = [trials[n].user_attrs.get("mlflow_run_id") for n in (answer.trials if answer else [])]
+        answer_runs = [trials[n].user_attrs.get("mlflow_run_id") for n in (answer.trials[:1] if answer else [])]
         if (url := mlflow_client.compare_url([r for r in answer_runs if r] + compare_run_ids(study))) is not None:
-            print(f"MLflow, side by side (the answer, the baseline, the front): {url}", flush=True)
+            shown = ["the answer"] * bool(answer_runs) + ["the baseline"] * bool(baseline_trials(study)) + ["the front"]
+            print(f"MLflow, side by side ({', '.join(shown)}): {url}", flush=True)
         if answer is not None and self.baseline is not None:
             print_answer(answer, self.baseline[0])
         if self.failure_policy.gives_up(outcomes):

@@ -126,6 +126,7 @@ def test_a_task_returning_a_dict_must_name_its_metrics(workdir: Path) -> None:
 
     named = sweep(workdir, "hydra.sweeper.metrics=[loss]", "hydra.sweeper.study_name=named")
     assert named.returncode == 0, named.stdout[-3000:] + named.stderr[-3000:]
+    assert "MLflow, side by side (the front): " in named.stdout  # no answer and no baseline to name
     assert all(t.user_attrs["metrics"] == {"loss": t.value} for t in load_study(workdir, "named").trials)
 
 
