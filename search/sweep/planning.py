@@ -101,6 +101,9 @@ def plan_sweep(settings: SweepSettings, jobs: Jobs, hooks: SweepHooks, sweep_dir
     trains_here = jobs.runs_our_trials() and measures_accuracy
     mode = choose_mode(settings.early_stopping and trains_here, metrics, directions, pruner)
     slots = device_slots.make_slots(settings.slots, settings.trials_per_gpu, gpus().count) if jobs.run_here() else None
+    if slots is not None and settings.n_jobs > 1:  # read by other launchers only (docs/scale.md)
+        print(f"note: hydra.sweeper.n_jobs={settings.n_jobs} is for other Hydra launchers (joblib, submitit); here "
+              f"{len(slots)} trial(s) run at once, one per device slot: hydra.sweeper.slots sets how many", flush=True)
     return Plan(space, directions, metrics, constraints, name, storage, sampler, mode, pruner, slots, confirm)
 
 
