@@ -22,6 +22,7 @@ from search.measure import fingerprint
 from search.measure.machine import (Gpus, _importable, gpus, machine_hardware,  # noqa: F401 - doctor's own names
                                     removed_values, runnable_knob_values)
 from search.sweep.study import DEFAULT_STORAGE
+from search.tracking.mlflow_client import missing_local_store
 from search.tracking.redact import redact
 
 CHECK_TIMEOUT_S = 20.0
@@ -62,7 +63,7 @@ def check_tracking() -> Check:
     from mlflow.tracking import MlflowClient
 
     uri = mlflow.get_tracking_uri()  # honours MLFLOW_TRACKING_URI
-    if uri.startswith("sqlite:///") and not Path(uri[len("sqlite:///"):]).exists():  # a check creates nothing
+    if missing_local_store() is not None:  # a check creates nothing
         path = Path(uri[len("sqlite:///"):]).resolve()
         ok = path.parent.is_dir() and os.access(path.parent, os.W_OK)
         return Check("MLflow tracking", ok, f"{redact(uri)}: made by the first sweep" if ok else
