@@ -10,7 +10,7 @@ from pathlib import Path
 
 from markdown_it import MarkdownIt
 
-from search.reports.choose import Candidate
+from search.reports.choose import Candidate, key
 from search.nightly.regression import Verdict
 
 
@@ -47,7 +47,11 @@ def _vs(s: Summary, other: Candidate | None, night: str | None, what: str) -> st
     if s.tonight is None or other is None:
         return f"- versus {what}: no earlier result on this hardware"
     now, before = s.tonight.metrics[s.metric], other.metrics[s.metric]
-    return f"- versus {what} ({night}): {_fmt(before)} -> {_fmt(now)} ({now / before - 1:+.1%})"
+    line = f"- versus {what} ({night}): {_fmt(before)} -> {_fmt(now)} ({now / before - 1:+.1%})"
+    if key(other.params) != key(s.tonight.params):  # a change of answer, not of speed: the regression test says that
+        changed = ", ".join(f"`{k}={v}`" for k, v in sorted(other.params.items()) if s.tonight.params.get(k) != v)
+        line += f"; another configuration then ({changed or 'other knobs'})"
+    return line
 
 
 def markdown(s: Summary, status: str) -> str:

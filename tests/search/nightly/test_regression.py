@@ -29,3 +29,30 @@ def test_one_earlier_measurement_is_a_fixed_value_and_none_means_no_verdict() ->
     assert not compare([2000.0, 2050.0], [], alpha=0.01, min_drop=0.05).tested
     assert not compare([], [3100.0], alpha=0.01, min_drop=0.05).tested
     assert not compare([2000.0], [3100.0, 3000.0], alpha=0.01, min_drop=0.05).tested  # one repeat: no spread
+
+
+def test_the_report_says_when_last_nights_best_was_another_configuration() -> None:
+    """Seen in a nightly: 'versus last night's best (night-1): 2,750 -> 1,584 (-42.4%)' read as a regression; the
+    night's answer had changed configuration, and the incumbent's own repeats showed no regression."""
+    import optuna
+    from optuna.distributions import CategoricalDistribution
+
+    from search.nightly.morning_report import Summary, markdown
+    from search.reports.choose import candidates
+
+    study = optuna.create_study(directions=["maximize", "maximize"])
+    space = {"precision": CategoricalDistribution(["fp32", "bf16"]),
+             "loader.num_workers": CategoricalDistribution([0, 2])}
+    for params, throughput in (({"precision": "bf16", "loader.num_workers": 0}, 1584.0),
+                               ({"precision": "fp32", "loader.num_workers": 2}, 2750.0)):
+        study.add_trial(optuna.trial.create_trial(
+            params=params, distributions=space, values=[throughput, 0.92],
+            user_attrs={"outcome": "ok", "metrics": {"throughput_samples_per_s": throughput, "val_accuracy": 0.92}}))
+    tonight, last = candidates(study.trials)
+    summary = Summary("night-2", "throughput_samples_per_s", tonight, ["throughput_samples_per_s", "val_accuracy"],
+                      last_night="night-1", last_best=last)
+    text = markdown(summary, "ok")
+    assert ("versus last night's best (night-1): 2,750 -> 1,584 (-42.4%); another configuration then "
+            "(`loader.num_workers=2`, `precision=fp32`)") in text, text
+    summary.last_best = tonight
+    assert "another configuration" not in markdown(summary, "ok")
