@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from objectives.config_check import ConfigError
+from objectives.config_check import ConfigError, HardwareError
 from objectives.hardware import Hardware
 from objectives.knobs import (
     batch_size,
@@ -95,6 +95,12 @@ def broken_rules(cfg: TrialConfig, hw: Hardware | None) -> list[ConfigError]:
             except ConfigError as err:
                 broken.append(err)
     return broken
+
+
+def machine_first(broken: list[ConfigError]) -> ConfigError | None:
+    """The first of ``broken`` that this machine cannot run, else the first: a rule's fix would not make the
+    configuration run here, so the more lasting reason is said first. None when nothing is broken."""
+    return next((err for err in broken if isinstance(err, HardwareError)), broken[0] if broken else None)
 
 
 def unused_keys(cfg: TrialConfig) -> set[str]:

@@ -80,10 +80,10 @@ def check_command_line(args: list[str], one_trial: bool = False) -> list[str]:
 
 def check_trial_rules(job: dict) -> None:
     """The checks one trial's child makes before it trains (objectives/run.py), made on this machine's facts."""
-    from objectives import ConfigError, HardwareError
+    from objectives import ConfigError
     from objectives.config import parse_values
     from objectives.instantiate import check_objective
-    from objectives.knobs import broken_rules
+    from objectives.knobs import broken_rules, machine_first
     from search.measure.machine import machine_hardware
 
     try:
@@ -92,9 +92,7 @@ def check_trial_rules(job: dict) -> None:
         # The rules that tie knobs together, and this machine's checks first (a rule's fix would not make it run
         # here), except for a function, which applies what it declares.
         here = machine_hardware() if getattr(trial.objective, "callable", None) is None else None
-        broken = broken_rules(trial, here)
-        first = next((err for err in broken if isinstance(err, HardwareError)), broken[0] if broken else None)
-        if first is not None:
+        if (first := machine_first(broken_rules(trial, here))) is not None:
             raise first
     except ConfigError as err:
         raise BadInput(str(err)) from None

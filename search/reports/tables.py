@@ -55,10 +55,10 @@ def configuration_rows(study: optuna.Study) -> list[Row]:
             for runs in groups.values()]
 
 
-def front_rows(study: optuna.Study) -> list[Row]:
+def front_rows(study: optuna.Study, rows: list[Row] | None = None) -> list[Row]:
     """The Pareto front (several metrics) or the best five (one metric) of the configurations trained at the
-    study's seed (configuration_rows: one row per configuration, the median of its runs)."""
-    rows = configuration_rows(study)
+    study's seed (`rows`, configuration_rows' when None: one row per configuration, the median of its runs)."""
+    rows = configuration_rows(study) if rows is None else rows
     if len(study.directions) > 1:
         signs = [1.0 if d == optuna.study.StudyDirection.MAXIMIZE else -1.0 for d in study.directions]
         points = [[s * v for s, v in zip(signs, r.values)] for r in rows]
@@ -109,14 +109,14 @@ def differing_knobs(trials: Sequence[FrozenTrial], reference: FrozenTrial | None
     return [k for k in keys if any(t.params.get(k) != reference.params.get(k) for t in trials)]
 
 
-def baseline_value(study: optuna.Study, baseline: Sequence[FrozenTrial]) -> float | None:
+def baseline_value(rows: Sequence[Row], baseline: Sequence[FrozenTrial]) -> float | None:
     """What the `vs base` column divides by: the baseline configuration's row (configuration_rows), the median of
     its runs at the study's seed, the confirmation's rounds among them, as every other row's figure is. Its run at
     the next seed and a slow first run must not stand for it alone (the panel's speedup pairs it round by round)."""
     if not baseline:
         return None
     want = config_key(baseline[0].params)
-    row = next((r for r in configuration_rows(study) if config_key(r.trial.params) == want), None)
+    row = next((r for r in rows if config_key(r.trial.params) == want), None)
     return row.values[0] if row is not None else None
 
 
@@ -131,7 +131,8 @@ def speedup(name: str, value: float, base: float | None) -> str:
 def front_table(study: optuna.Study, metric_names: Sequence[str], width: int | None = None) -> Group:
     """The front in `width` columns (the console's when None): a title line, the table, notes under it."""
     width = width or console().width
-    front = front_rows(study)
+    every_row = configuration_rows(study)
+    front = front_rows(study, every_row)
     baseline = baseline_trials(study)
     reference, called = reference_trial(study)
     title = "Pareto front" if len(study.directions) > 1 else "Best trials"
@@ -146,7 +147,7 @@ def front_table(study: optuna.Study, metric_names: Sequence[str], width: int | N
     # runs (its median below a lucky one's): it is shown under the front all the same, so that the row the
     # panel names is always in the table.
     off_front = [] if answer_key is None or answer.get("is_baseline") or any(is_answer(r.trial) for r in front) \
-        else [r for r in configuration_rows(study) if is_answer(r.trial)][:1]
+        else [r for r in every_row if is_answer(r.trial)][:1]
     front = front + off_front
     trials = [r.trial for r in front]
     table.add_column("trial", justify="right", no_wrap=True)
@@ -154,7 +155,7 @@ def front_table(study: optuna.Study, metric_names: Sequence[str], width: int | N
         arrow = "↑" if direction == optuna.study.StudyDirection.MAXIMIZE else "↓"
         table.add_column(f"{metric_label(name)} {arrow}", justify="right", no_wrap=True)
     primary = metric_names[0] if metric_names else ""
-    base_value = baseline_value(study, baseline)
+    base_value = baseline_value(every_row, baseline)
     with_speedup = base_value is not None and primary in _SPEEDUP_METRICS
     if with_speedup:
         table.add_column("vs base", justify="right", no_wrap=True)

@@ -120,6 +120,13 @@ class Answer:
         return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__})
 
 
+def spread(throughputs: Sequence[float]) -> float:
+    """How far apart one configuration's runs are, (max - min) / max; 0 with fewer than two. The baseline's own
+    runs are this machine's noise as the sweep saw it: the contenders' window (search/sweep/confirm.py) and the
+    early-stopping margin (search/sweep/early_stopping.py) widen to it."""
+    return (max(throughputs) - min(throughputs)) / max(throughputs) if len(throughputs) > 1 else 0.0
+
+
 def changed_text(params: Mapping[str, Any], baseline: Mapping[str, Any]) -> str:
     """`k=v ...` for the knobs of `params` that differ from the baseline's; "your configuration" when none do."""
     return " ".join(f"{k}={v}" for k, v in params.items() if baseline.get(k) != v) or "your configuration"

@@ -74,19 +74,16 @@ class Rules:
     hardware: Hardware
     swept: frozenset[str]
 
-    def broken(self, params: Mapping[str, Any], machine_first: bool = True) -> ConfigError | None:
+    def broken(self, params: Mapping[str, Any]) -> ConfigError | None:
         """A rule that ``params`` (some swept keys' values) break with the fixed settings, whatever
-        the swept keys they leave out take (with ``machine_first``, what this machine cannot run
-        first: the more lasting reason to remove a value); None when they break none."""
-        from objectives import HardwareError
+        the swept keys they leave out take, what this machine cannot run first (the more lasting
+        reason to remove a value); None when they break none."""
         from objectives.config import with_values
-        from objectives.knobs import broken_rules
+        from objectives.knobs import broken_rules, machine_first
 
         open_keys = self.swept - set(params)
-        broken = [err for err in broken_rules(with_values(self.base, params), self.hardware)
-                  if not set(getattr(err, "fields", ())) & open_keys]
-        first = next((err for err in broken if isinstance(err, HardwareError)), None) if machine_first else None
-        return first or (broken[0] if broken else None)
+        return machine_first([err for err in broken_rules(with_values(self.base, params), self.hardware)
+                              if not set(getattr(err, "fields", ())) & open_keys])
 
     def unused(self, params: Mapping[str, Any]) -> set[str]:
         """Swept keys that ``params`` (with the fixed settings) leave without effect."""

@@ -55,7 +55,7 @@ from optuna.trial import TrialState
 
 from search.reports.choose import Candidate, candidates, key
 from search.sweep.answer import (ACCURACY, MEMORY_METRICS, THROUGHPUT, Answer, Contender, Ratio, eligible, pick,
-                                 within_noise)
+                                 spread, within_noise)
 from search.sweep.baseline import baseline_accuracy, baseline_trials
 from search.sweep.roles import ROLE_ATTR, SEED_ATTR, enqueue
 from search.sweep.space import to_override
@@ -127,8 +127,7 @@ def confirm(run: SweepRun, run_trials: RunTrials, base_params: dict[str, Any], s
     floor = None if base_accuracy is None else base_accuracy - settings.accuracy_tolerance
     ranked = eligible([_contender(c, base_params) for c in candidates(trials) if THROUGHPUT in c.metrics], floor)
     base_throughputs = [m[THROUGHPUT] for m in base_metrics if THROUGHPUT in m]
-    noise = max(NOISE, (max(base_throughputs) - min(base_throughputs)) / max(base_throughputs)) \
-        if base_throughputs else NOISE
+    noise = max(NOISE, spread(base_throughputs))
     contenders = [c for c in within_noise(ranked, noise, settings.confirm_candidates + 1)
                   if key(c.params) != key(base_params)][:settings.confirm_candidates]
 

@@ -35,6 +35,7 @@ from hydra.utils import instantiate
 from optuna.trial import TrialState
 
 from search.errors import BadInput
+from search.sweep.answer import spread
 from search.sweep.outcome import is_feasible
 from search.sweep.roles import ROLE_ATTR, SEED_ATTR, enqueued_as_asked
 from search.sweep.space import to_override
@@ -147,8 +148,7 @@ def answer_bar(trials: Sequence[optuna.trial.FrozenTrial], floor: float, margin:
     speeds = [t.user_attrs["metrics"][THROUGHPUT] for t in trials if ok(t) and SEED_ATTR not in t.user_attrs
               and t.user_attrs["metrics"].get(ACCURACY, -math.inf) >= floor]
     base = [t.user_attrs["metrics"][THROUGHPUT] for t in trials if ok(t) and t.user_attrs.get(ROLE_ATTR) == "baseline"]
-    spread = (max(base) - min(base)) / max(base) if len(base) > 1 else 0.0
-    return max(speeds) * (1.0 - max(margin, spread)) if speeds else None
+    return max(speeds) * (1.0 - max(margin, spread(base))) if speeds else None
 
 
 def probe_bar(trials: Sequence[optuna.trial.FrozenTrial], margin: float, startup_trials: int,
