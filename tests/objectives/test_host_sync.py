@@ -18,6 +18,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+import pytest
 import torch
 from torch import nn
 from torch.utils.data import TensorDataset
@@ -157,26 +158,50 @@ def test_two_ddp_ranks_read_only_at_window_edges():
     assert out["at_edges"] > 0 and out["log"].steps_done == STEPS
 
 
+def trained_with_accumulation(device: str, stable: bool, compile_mode: str = "none") -> list[torch.Tensor]:
+    """A small MLP's weights after 6 steps of 2 micro-batches each, in fp32, compiled as a trial compiles it
+    (objectives/knobs/compile.py: the model in ``compile_mode``, the loss apart)."""
+    from objectives.knobs.compile import apply_compile, apply_compile_loss
+
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    data = TensorDataset(torch.randn(256, 20), torch.randint(0, 5, (256,)))
+    model = nn.Sequential(nn.Linear(20, 32), nn.ReLU(), nn.Linear(32, 5)).to(device)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    sampler = ShardedEpochSampler(len(data), 16, 0, 1, seed=3)
+    _, precision = apply_precision("fp32", model, device)
+    parallel = ParallelConfig(compile=compile_mode, grad_accum=2)
+    compiled, loss_fn = apply_compile(parallel, model), apply_compile_loss(parallel, cross_entropy)
+    train(compiled, optimizer, apply_loader(LoaderConfig(), data, 16, sampler), sampler, 6, plan_windows(6, 1, 2),
+          precision, torch.device(device), loss_fn, grad_accum=2, stable_grads=stable)
+    return [p.detach().cpu().clone() for p in model.parameters()]
+
+
 def test_stable_gradient_buffers_train_the_same_model():
     """Gradient accumulation through CUDA graphs (compile reduce-overhead or max-autotune) keeps `.grad` in
     buffers allocated outside the graphs, zeroed in place (objectives/train.py `stable_grads`); no graph runs on
     a CPU, so here the two ways must simply train the same weights."""
     from objectives.knobs.compile import needs_stable_grads
 
-    def trained(stable: bool) -> list[torch.Tensor]:
-        torch.manual_seed(0)
-        data = TensorDataset(torch.randn(256, 20), torch.randint(0, 5, (256,)))
-        model = nn.Sequential(nn.Linear(20, 32), nn.ReLU(), nn.Linear(32, 5))
-        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
-        sampler = ShardedEpochSampler(len(data), 16, 0, 1, seed=3)
-        _, precision = apply_precision("fp32", model, "cpu")
-        train(model, optimizer, apply_loader(LoaderConfig(), data, 16, sampler), sampler, 6, plan_windows(6, 1, 2),
-              precision, torch.device("cpu"), cross_entropy, grad_accum=2, stable_grads=stable)
-        return [p.detach().clone() for p in model.parameters()]
-
+    trained = lambda stable: trained_with_accumulation("cpu", stable)  # noqa: E731
     assert all(torch.equal(a, b) for a, b in zip(trained(False), trained(True)))
     assert needs_stable_grads(ParallelConfig(compile="reduce-overhead", grad_accum=2), "cuda")
     assert needs_stable_grads(ParallelConfig(compile="max-autotune", grad_accum=4), "cuda")
     assert not needs_stable_grads(ParallelConfig(compile="max-autotune", grad_accum=1), "cuda")
     assert not needs_stable_grads(ParallelConfig(compile="default", grad_accum=2), "cuda")
     assert not needs_stable_grads(ParallelConfig(compile="reduce-overhead", grad_accum=2), "cpu")
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("compile_mode", ["reduce-overhead", "max-autotune"])
+def test_gradient_accumulation_through_cuda_graphs_trains_like_eager(compile_mode):
+    """The CUDA-graph compile modes with 2 micro-batches a step, as a trial runs them (`stable_grads` from
+    needs_stable_grads), train the weights eager training does, within fp32 rounding (TF32 off: precision fp32)."""
+    from objectives.knobs.compile import needs_stable_grads
+
+    eager = trained_with_accumulation("cuda", stable=False)
+    stable = needs_stable_grads(ParallelConfig(compile=compile_mode, grad_accum=2), "cuda")
+    graphed = trained_with_accumulation("cuda", stable, compile_mode)
+    for a, b in zip(eager, graphed):
+        torch.testing.assert_close(b, a, rtol=1e-4, atol=1e-5)

@@ -211,6 +211,26 @@ def test_fp8_converts_every_block_linear_of_gpt2_small():
                                               "blocks.0.mlp.fc_out"]
 
 
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() < (8, 9),
+                    reason="needs a CUDA GPU with fp8 tensor cores (sm_89+)")
+def test_fp8_trains_on_a_gpu_when_the_token_count_is_not_a_multiple_of_16():
+    """fp8's matmul (torch._scaled_mm) wants its inner dimension a multiple of 16. The layer filter sees only the
+    weights; the backward's weight-gradient matmul runs over the tokens of a batch, which a model of the user's
+    own (or batch 3 of 63-token windows) sets: the layers must train whatever that count is, compiled as
+    trials run fp8."""
+    pytest.importorskip("torchao")
+    from objectives.knobs.precision import convert_to_fp8
+
+    model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 64)).cuda()
+    assert convert_to_fp8(model) == ["0", "2"]
+    compiled = torch.compile(model)
+    x = torch.randn(3, 63, 64, device="cuda")  # 189 tokens
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        compiled(x).float().square().mean().backward()
+    assert all(torch.isfinite(p.grad).all() for p in model.parameters())
+
+
 # -- combination rules --------------------------------------------------------------------------
 
 
