@@ -62,13 +62,16 @@ def needs_stable_grads(parallel: ParallelConfig, device_type: str) -> bool:
 def quiet_autotune_tables() -> None:
     """Inductor's max-autotune writes every tuned matmul's table of candidate kernels and their timings
     straight to stderr (a dozen lines per shape): they filled `selftest`'s output in the first GPU runs
-    (2026-11-26). The trial reports its own compile time and throughput, so the tables are left out.
-    A module flag of torch._inductor.select_algorithm, read when a table would be written."""
+    (2026-11-26). With the tables off, torch 2.11 still wrote an "Autotune Choices Stats" line of JSON for
+    every tuned matmul (gpt2-small on an H200, 2026-11-27). The trial reports its own compile time and
+    throughput, so both are left out: a module flag of torch._inductor.select_algorithm and an Inductor
+    config flag, each read when its output would be written."""
     try:
-        from torch._inductor import select_algorithm
+        from torch._inductor import config, select_algorithm
     except ImportError:  # a torch without Inductor: max-autotune fails on its own, with its own message
         return
     select_algorithm.PRINT_AUTOTUNE = False
+    config.max_autotune_report_choices_stats = False
 
 
 def apply_compile_loss(parallel: ParallelConfig, loss_fn: LossFn) -> LossFn:

@@ -12,9 +12,14 @@ Float8Linear, under bf16 autocast. Its casts and scales are only fast when
 torch.compile fuses them; eager fp8 is slower than bf16, so a config rule
 (``check_combinations`` here) refuses fp8 with ``parallel.compile=none``. The trial
 reports the converted layers (metric ``fp8_converted_layers``, info
-``fp8_converted_layer_names``). The conversion runs on a CPU (torchao's
-emulate mode even runs the layers, which is how the tests check it); the fp8
-matmuls need sm_89+ and have not run in this project's tests.
+``fp8_converted_layer_names``). The weights' dimensions are not the only
+inner dimension: the backward's weight-gradient matmul runs over the batch's
+tokens, which batch size and sequence length set, so the layers pad that
+dimension to a multiple of 16 when it is not one (torchao's ``pad_inner_dim``;
+without it a batch of 189 tokens failed on an H200, and on aligned shapes it
+cost nothing measurable: scripts/bench/gpu_fp8_padding.py). The conversion runs
+on a CPU (torchao's emulate mode even runs the layers, which is how the tests
+check it); the fp8 matmuls need sm_89+ and run in the cuda-marked tests.
 """
 
 from __future__ import annotations
@@ -93,13 +98,14 @@ def convert_to_fp8(model: nn.Module, emulate: bool = False) -> list[str]:
     """Swap the convertible nn.Linear layers for torchao's Float8Linear in place; their names.
 
     ``emulate`` runs the fp8 casts in plain torch, so the conversion and the
-    layers can be checked on a CPU; trials never emulate.
+    layers can be checked on a CPU; trials never emulate. ``pad_inner_dim``:
+    a batch's token count need not be a multiple of 16 (the module's docstring).
     """
     from torchao.float8 import Float8LinearConfig, convert_to_float8_training
     from torchao.float8.float8_linear import Float8Linear
 
     convert: Callable[..., Any] = convert_to_float8_training
-    convert(model, module_filter_fn=_fp8_convertible, config=Float8LinearConfig(emulate=emulate))
+    convert(model, module_filter_fn=_fp8_convertible, config=Float8LinearConfig(pad_inner_dim=True, emulate=emulate))
     return [name for name, m in model.named_modules() if isinstance(m, Float8Linear)]
 
 

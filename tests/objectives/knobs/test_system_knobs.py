@@ -94,17 +94,19 @@ def test_compile_compiles_the_training_loss_on_its_own_graph_and_trains_the_same
 
 
 def test_max_autotune_keeps_inductors_tuning_tables_off_the_trials_stderr(monkeypatch):
-    """On a GPU, max-autotune wrote every tuned matmul's candidate table to stderr (selftest, the first GPU runs)."""
-    from torch._inductor import select_algorithm
+    """On a GPU, max-autotune wrote every tuned matmul's candidate table to stderr (selftest, the first GPU runs),
+    and with the tables off a line of choice statistics per matmul (gpt2-small, H200)."""
+    from torch._inductor import config, select_algorithm
 
     from objectives.config import ParallelConfig
     from objectives.knobs.compile import apply_compile
 
     monkeypatch.setattr(select_algorithm, "PRINT_AUTOTUNE", True)  # restored after the test
+    monkeypatch.setattr(config, "max_autotune_report_choices_stats", True)
     apply_compile(ParallelConfig(compile="default"), nn.Linear(2, 2))
-    assert select_algorithm.PRINT_AUTOTUNE
+    assert select_algorithm.PRINT_AUTOTUNE and config.max_autotune_report_choices_stats
     apply_compile(ParallelConfig(compile="max-autotune", compile_backend="aot_eager"), nn.Linear(2, 2))
-    assert not select_algorithm.PRINT_AUTOTUNE
+    assert not select_algorithm.PRINT_AUTOTUNE and not config.max_autotune_report_choices_stats
 
 
 def test_compile_needs_a_warmup_step_to_keep_compilation_out_of_throughput():
