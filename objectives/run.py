@@ -56,7 +56,7 @@ from objectives.hardware import from_torch
 from objectives.in_trial_stopping import EarlyStop, Report, plan_early_stop
 from objectives.knobs import check_hardware
 from objectives.knobs.batch_size import steps_for_budget
-from objectives.knobs.compile import compile_wall_s, needs_stable_grads
+from objectives.knobs.compile import compile_wall_s, needs_stable_grads, uncompiled
 from objectives.knobs.memory import apply_expandable_segments
 from objectives.knobs.model_pruning import finalize_model_pruning
 from objectives.knobs.parallel import apply_threads, backend, device_for_rank, init_process_group, unwrap
@@ -118,7 +118,7 @@ def trial_on_rank(rank: int, world_size: int, port: int, cfg: TrialConfig, repor
         val_loader = DataLoader(work.val_set, batch_size=cfg.train.eval_batch_size, generator=torch.Generator())
 
     def evaluate_now() -> dict[str, float]:
-        return evaluate(unwrap(model), val_loader, built.precision, device, work.loss_fn) if val_loader else {}
+        return evaluate(uncompiled(model), val_loader, built.precision, device, work.loss_fn) if val_loader else {}
 
     target = None
     if "train.target_val_accuracy" not in built.not_applied and not cfg.train.throughput_only:

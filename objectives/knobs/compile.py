@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from objectives.compile_clock import start_compile_clock
 from objectives.config_check import CombinationError
 from objectives.knobs.knob import Knob
-from objectives.knobs.parallel import ParallelConfig
+from objectives.knobs.parallel import ParallelConfig, unwrap
 
 if TYPE_CHECKING:
     from torch import nn
@@ -74,6 +74,18 @@ def quiet_autotune_tables() -> None:
     config.max_autotune_report_choices_stats = False
 
 
+def uncompiled(model: nn.Module) -> nn.Module:
+    """The module as built, without DDP's wrapper or torch.compile's: evaluation runs it eagerly.
+
+    Evaluating the compiled module would compile again, for eval mode and no_grad, inside the trial:
+    for ``max-autotune`` that is minutes (gpt2-small's training graphs had not finished compiling after
+    210 s on an H200), with CUDA graphs another graph pool, and under DDP the other ranks wait at their
+    next collective (objectives/knobs/parallel.py: COLLECTIVE_TIMEOUT_S, 300 s) while rank 0 alone compiles. The parameters
+    are the same tensors, so the figures are the same maths."""
+    module = unwrap(model)
+    return getattr(module, "_orig_mod", module)  # torch._dynamo.eval_frame.OptimizedModule keeps the original
+
+
 def apply_compile_loss(parallel: ParallelConfig, loss_fn: LossFn) -> LossFn:
     """The training loss compiled on its own graph when the model is compiled, else the loss as it is.
 
@@ -84,7 +96,8 @@ def apply_compile_loss(parallel: ParallelConfig, loss_fn: LossFn) -> LossFn:
     (MFU 0.378 to 0.433) and peak memory from 58 to 45 GB (scripts/bench/gpu_step_profile.py,
     docs/BENCHMARKS.md); a trial ran it at 486.5 samples/s (MFU 0.431). Mode default whatever the model's: the loss has no matmul for max-autotune
     to tune, and CUDA graphs (reduce-overhead) of this second graph have not run on a GPU here.
-    Evaluation keeps the eager loss, so no grad-mode recompile happens in the middle of a trial.
+    Evaluation keeps the eager loss and the eager model (``uncompiled``), so nothing compiles again in
+    the middle of a trial.
     """
     if parallel.compile == "none":
         return loss_fn

@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
-from search.measure import gpu_energy
+from search.measure import gpu_energy, gpu_sharing
 from search.measure import nvml
 from search.measure.nvml import GpuReading
 
@@ -90,6 +90,8 @@ class GpuSampler:
     error: str | None = None
     unavailable: str | None = None
     device_name: str = ""  # of the first sampled GPU, for the MFU peak table; "" without one
+    _stay: int | None = None  # its key in search/measure/gpu_sharing.py
+    _overlaps: list[gpu_sharing.Overlap] = field(default_factory=list)  # other trials on its GPUs meanwhile
     _handles: list[tuple[int, Any]] = field(default_factory=list)
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
@@ -109,6 +111,7 @@ class GpuSampler:
         if not self._handles:  # a CPU trial on a GPU machine
             nvml.stop()
             return self
+        self._stay = gpu_sharing.arrive(i for i, _ in self._handles)
         self._thread = threading.Thread(target=self._run, name="search-gpu-telemetry", daemon=True)
         self._thread.start()
         return self
@@ -118,6 +121,8 @@ class GpuSampler:
             return
         self._stop.set()
         self._thread.join()
+        if self._stay is not None:
+            self._overlaps = gpu_sharing.leave(self._stay)
         nvml.stop()
 
     def _run(self) -> None:
@@ -144,7 +149,12 @@ class GpuSampler:
         """Summary over the trial's timed windows: the intervals it reported (evaluation pauses left
         out), else the one window its metrics describe, else the whole trial."""
         intervals, samples_trained = trial_intervals(trial_metrics, timed_windows)
-        metrics, info = summary(self.samples, intervals, samples_trained)
+        shared = []
+        if self._overlaps and self.samples:
+            shared = gpu_sharing.neighbours(self._overlaps, intervals or [(self.samples[0].time_unix_s,
+                                                                            self.samples[-1].time_unix_s)])
+        metrics, info = summary(self.samples, intervals, samples_trained,
+                                gpu_sharing.note(shared) if shared else None)
         if self.error is not None:
             info["gpu_telemetry_error"] = self.error
         return GpuReport(metrics, info, series(self.samples))
@@ -182,12 +192,14 @@ def summarize(samples: Iterable[GpuReading], intervals: Sequence[tuple[float, fl
 
 
 def summary(samples: Iterable[GpuReading], intervals: Sequence[tuple[float, float]] | None = None,
-            samples_trained: float | None = None) -> tuple[dict[str, float], dict[str, str]]:
+            samples_trained: float | None = None, shared_note: str | None = None
+            ) -> tuple[dict[str, float], dict[str, str]]:
     """Metrics over the timed `intervals` (unix seconds), or over all readings when None; and info.
 
     Means and maxima pool every sampled GPU (per-GPU figures); energy sums the
     GPUs. Energy, power and utilisation need readings that can hold them
-    (gpu_energy's rule); without, they are absent and info's
+    (gpu_energy's rule) and GPUs this trial had to itself (`shared_note`,
+    search/measure/gpu_sharing.py); without, they are absent and info's
     `gpu_telemetry_note` says why."""
     by_gpu: dict[int, list[GpuReading]] = {}
     for s in sorted(samples, key=lambda s: s.time_unix_s):
@@ -195,10 +207,10 @@ def summary(samples: Iterable[GpuReading], intervals: Sequence[tuple[float, floa
     if not by_gpu:
         return {}, {}
     every = [s for readings in by_gpu.values() for s in readings]
-    note = None
+    note = shared_note
     if intervals is None:  # the whole trial: no pauses to keep apart, no claim about timed steps
         intervals = [(every[0].time_unix_s, max(s.time_unix_s for s in every))]
-    else:
+    elif note is None:
         note = gpu_energy.insufficiency(by_gpu, intervals)
     timed_s = sum(t1 - t0 for t0, t1 in intervals)
     inside = gpu_energy.inside(every, intervals) or _nearest(every, (intervals[0][0] + intervals[-1][1]) / 2)

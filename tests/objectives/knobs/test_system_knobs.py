@@ -93,6 +93,18 @@ def test_compile_compiles_the_training_loss_on_its_own_graph_and_trains_the_same
     assert compiled["val_loss"] == pytest.approx(plain["val_loss"], rel=1e-3)
 
 
+def test_a_compiled_trial_evaluates_the_eager_model_and_compiles_nothing_for_it():
+    """Evaluating the compiled module compiled it again for eval mode: for max-autotune minutes (gpt2-small, H200),
+    and under DDP the other ranks wait at a collective meanwhile. The eager module shares the parameters."""
+    from torch._dynamo.utils import counters
+
+    torch._dynamo.reset()
+    counters.clear()
+    compiled = trial(parallel={"compile": "default", "compile_backend": "aot_eager"})
+    assert compiled.outcome == "ok" and compiled.metrics["val_accuracy"] > 0.3
+    assert counters["stats"]["unique_graphs"] == 2  # the model's training graph and the loss's; none for evaluation
+
+
 def test_max_autotune_keeps_inductors_tuning_tables_off_the_trials_stderr(monkeypatch):
     """On a GPU, max-autotune wrote every tuned matmul's candidate table to stderr (selftest, the first GPU runs),
     and with the tables off a line of choice statistics per matmul (gpt2-small, H200)."""

@@ -225,6 +225,32 @@ def test_an_nvml_error_mid_trial_stops_sampling_and_keeps_earlier_samples(fake):
     assert report.metrics["gpu_power_w_mean"] == 250.0 and report.metrics["gpu_samples"] == 5
 
 
+def test_a_trial_that_shared_its_gpu_with_another_gets_no_power_energy_or_utilisation(fake):
+    """hydra.sweeper.trials_per_gpu=2: NVML reads the GPU, so each trial's energy would count its neighbour's."""
+    fake(gpus=2)
+    with GpuSampler(indices=[0], interval_s=FAST_S) as first:
+        with GpuSampler(indices=[0], interval_s=FAST_S) as beside:
+            time.sleep(0.2)
+        with GpuSampler(indices=[1], interval_s=FAST_S) as other_gpu:
+            time.sleep(0.2)
+        time.sleep(0.2)
+    after = sample_for(0.2, indices=[0])  # the same GPU once the others ended
+    shared = first.report({})
+    assert not {"energy_j", "energy_j_per_sample", "gpu_power_w_mean", "gpu_util_percent_mean"} & set(shared.metrics)
+    note = shared.info["gpu_telemetry_note"]
+    assert note.startswith("another trial ran on GPU 0 during this trial's timed windows")
+    assert note.endswith("fix: hydra.sweeper.trials_per_gpu=1") and "\n" not in note
+    assert shared.metrics["gpu_sm_clock_mhz_mean"] == 1980  # the clocks it ran under stay
+    assert "gpu_telemetry_note" in beside.report({}).info
+    for alone in (other_gpu, after):
+        report = alone.report({})
+        assert report.metrics["energy_j"] > 0 and "gpu_telemetry_note" not in report.info
+    # windows of the first trial after its neighbour had left: its own figures
+    t0 = first.samples[-1].time_unix_s - 0.1
+    windows = first.report({"samples_trained": 10.0}, [[t0, first.samples[-1].time_unix_s]])
+    assert "another trial" not in windows.info.get("gpu_telemetry_note", "")
+
+
 def test_without_a_gpu_the_real_nvml_sampler_is_a_no_op_with_one_notice(monkeypatch):
     if nvml.start() is None:
         nvml.stop()
