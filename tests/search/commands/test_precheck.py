@@ -24,7 +24,7 @@ from search.sweep.space import build_space, parse_overrides
 BAD = {
     "hydra.sweeper.n_trials": [0, 2.5, True],
     "hydra.sweeper.n_jobs": [0, "two"],
-    "hydra.sweeper.accuracy_tolerance": [-0.1, 1.0],
+    "hydra.sweeper.accuracy_tolerance": [-0.1, 0.99, 1.0],  # 0.99: "keep 99%" read as points
     "hydra.sweeper.baseline_repeats": [-1],
     "hydra.sweeper.confirm_budget": [1.5],
     "hydra.sweeper.confirm_candidates": [0],
