@@ -31,38 +31,49 @@ from torch import nn
 from objectives.config import CustomConfig
 from objectives.config_check import ConfigError
 from objectives.instantiate import instantiate, locate
-from objectives.result import TrialResult
+from objectives.result import NOT_APPLIED_WARNING, TrialResult
 from objectives.workload import Workload, cross_entropy
 
 KNOB_SECTIONS = ("batch_size", "optim", "loader", "precision", "model_pruning", "parallel", "train")
 
 
-def warn_not_applied(objective: str, reasons: dict[str, str]) -> None:
-    """One line on stderr naming every knob that did not apply and why."""
+def not_applied_line(objective: str, reasons: dict[str, str]) -> str:
+    """One line naming every knob that did not apply and why."""
     said = "; ".join(f"{knob} ({why})" for knob, why in reasons.items())
-    print(f"warning: objective {objective}: knobs not applied: {said}", file=sys.stderr, flush=True)
+    return f"warning: objective {objective}: knobs not applied: {said}"
 
 
-def run_callable(path: str, cfg: dict) -> TrialResult:
-    """Call the user's function with the whole trial config and wrap the metrics it returns."""
+def warn_not_applied(objective: str, reasons: dict[str, str], alone: bool = True) -> str:
+    """The line of ``not_applied_line``, on stderr when the trial runs ``alone``; in a sweep every trial says
+    the same, so the sweep prints it once (search/sweep/closing.py reads it from info
+    ``knobs_not_applied_warning``, objectives/result.py)."""
+    line = not_applied_line(objective, reasons)
+    if alone:
+        print(line, file=sys.stderr, flush=True)
+    return line
+
+
+def run_callable(path: str, cfg: dict, alone: bool = True) -> TrialResult:
+    """Call the user's function with the whole trial config and wrap the metrics it returns. ``alone``: not a
+    sweep's trial, which leaves its warning to the sweep (``warn_not_applied``)."""
     fn = locate(path, "objective.callable")
     objective = cfg.get("objective") or {}
     name = str(objective.get("name") or "custom")
     declared = objective.get("knobs")  # what it says it applies; the rest is left to it, unapplied
     unapplied = [s for s in KNOB_SECTIONS
                  if declared is None or not any(k == s or k.startswith(f"{s}.") for k in declared)]
+    info = {"knobs_not_applied": ",".join(unapplied), "objective_callable": path}
     if unapplied:
         why = f"objective.callable {path} trains by itself" + (
             "; declare what it applies, e.g. objective.knobs=[batch_size], and the sweep searches only that"
             if declared is None else "")
-        warn_not_applied(name, {",".join(unapplied): why})
+        info[NOT_APPLIED_WARNING] = warn_not_applied(name, {",".join(unapplied): why}, alone)
     metrics = fn(cfg)
     if not isinstance(metrics, dict) or not all(
         isinstance(v, (int, float)) and not isinstance(v, bool) for v in metrics.values()
     ):
         raise TypeError(f"objective.callable {path} must return a dict of metric name -> number; got {metrics!r}")
     metrics = {str(k): float(v) for k, v in metrics.items()}
-    info = {"knobs_not_applied": ",".join(unapplied), "objective_callable": path}
     bad = sorted(k for k, v in metrics.items() if not math.isfinite(v))
     if bad:
         finite = {k: v for k, v in metrics.items() if math.isfinite(v)}

@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+NOT_APPLIED_WARNING = "knobs_not_applied_warning"  # info: the line naming the knobs a workload does not apply, and why
+
 
 @dataclass
 class TrialResult:

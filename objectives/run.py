@@ -41,6 +41,7 @@ forkserver, so the hardware facts read here do not break them.
 from __future__ import annotations
 
 import math
+import sys
 import time
 from typing import Any
 
@@ -51,7 +52,7 @@ from objectives import measure
 from objectives.allocator import warm_allocator
 from objectives.build import BuiltModel, build_loader, build_model, measures_accuracy
 from objectives.config import CustomConfig, TrialConfig, parse_config
-from objectives.custom import run_callable, warn_not_applied
+from objectives.custom import not_applied_line, run_callable
 from objectives.hardware import from_torch
 from objectives.in_trial_stopping import EarlyStop, Report, plan_early_stop
 from objectives.knobs import check_hardware
@@ -61,7 +62,7 @@ from objectives.knobs.memory import apply_expandable_segments
 from objectives.knobs.model_pruning import finalize_model_pruning
 from objectives.knobs.parallel import apply_threads, backend, device_for_rank, init_process_group, unwrap
 from objectives.launch import run_ranks, start_method
-from objectives.result import TrialResult
+from objectives.result import NOT_APPLIED_WARNING, TrialResult
 from objectives.time_to_accuracy import plan_target_accuracy
 from objectives.timing import (
     WindowPlan,
@@ -75,11 +76,17 @@ from objectives.timing import (
 from objectives.train import TrainLog, evaluate, train
 
 
-def run_trial(cfg: dict, report: Report | None = None, parsed: TrialConfig | None = None) -> TrialResult:
+def run_trial(cfg: dict, report: Report | None = None, parsed: TrialConfig | None = None,
+              warn: bool = True) -> TrialResult:
     """Train the configured workload for its sample budget and measure it.
 
     ``parsed`` is ``cfg`` as a TrialConfig when the caller parsed it already
     (the sweep parses each trial's config once); else it is parsed here.
+
+    ``warn``: say on stderr which knobs do not apply to this workload (info
+    ``knobs_not_applied_warning`` holds the line either way). The sweep's
+    isolated trials leave it to the sweep, which says each such line once
+    (search/sweep/closing.py), and ``search run`` prints it after its table.
 
     ``report(step, val_accuracy) -> should_stop``, when given, receives the
     learning curve (objectives/in_trial_stopping.py); a trial it stops, or one whose
@@ -93,15 +100,16 @@ def run_trial(cfg: dict, report: Report | None = None, parsed: TrialConfig | Non
     trial = parsed if parsed is not None else parse_config(cfg)
     apply_expandable_segments(trial.memory.expandable_segments)  # before anything starts CUDA
     if isinstance(trial.objective, CustomConfig) and trial.objective.callable is not None:
-        return run_callable(trial.objective.callable, cfg)
+        return run_callable(trial.objective.callable, cfg, alone=warn)
     check_hardware(trial, from_torch())
     if trial.parallel.devices == 1:
-        return TrialResult.from_dict(trial_on_rank(0, 1, 0, trial, report))
-    result = run_ranks(trial_on_rank, trial.parallel.devices, trial.parallel.threads, (trial, report))
+        return TrialResult.from_dict(trial_on_rank(0, 1, 0, trial, report, warn))
+    result = run_ranks(trial_on_rank, trial.parallel.devices, trial.parallel.threads, (trial, report, warn))
     return TrialResult.from_dict(result)
 
 
-def trial_on_rank(rank: int, world_size: int, port: int, cfg: TrialConfig, report: Report | None = None) -> dict:
+def trial_on_rank(rank: int, world_size: int, port: int, cfg: TrialConfig, report: Report | None = None,
+                  warn: bool = True) -> dict:
     """The whole trial as one rank runs it; returns TrialResult.to_dict() (rank 0's is the answer)."""
     warm_allocator()  # a fresh process's C heap trains slower (objectives/allocator.py)
     apply_threads(cfg.parallel)
@@ -139,6 +147,8 @@ def trial_on_rank(rank: int, world_size: int, port: int, cfg: TrialConfig, repor
         plan = WindowPlan(plan.warmup_steps, plan.window_steps,
                           max(0, (log.steps_done - plan.warmup_steps) // plan.window_steps))
     metrics, info, timed_windows = measured(cfg, built, log, plan, steps, device, rank, world_size)
+    if built.not_applied and rank == 0 and warn:
+        print(info[NOT_APPLIED_WARNING], file=sys.stderr, flush=True)
     return assemble_result(metrics, info, timed_windows, log, steps, early_stop, target, val_loader, evaluate_now,
                            world_size)
 
@@ -189,8 +199,7 @@ def measured(cfg: TrialConfig, built: BuiltModel, log: TrainLog, plan: WindowPla
         info["rank_start_method"] = start_method(cfg.parallel.threads)
     if built.not_applied:
         info["knobs_not_applied"] = ",".join(built.not_applied)
-        if rank == 0:
-            warn_not_applied(cfg.objective.name, built.not_applied)
+        info[NOT_APPLIED_WARNING] = not_applied_line(cfg.objective.name, built.not_applied)
     return metrics, info, timed_windows
 
 

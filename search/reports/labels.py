@@ -8,6 +8,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+# info key of the line that names the knobs a workload does not apply (objectives/result.py names it too; the
+# sweep does not import objectives at start-up): the sweep says it once, `search run` after its table
+NOT_APPLIED_WARNING = "knobs_not_applied_warning"
+
 _METRIC_LABELS = {
     "throughput_samples_per_s": "samples/s",
     "throughput_tokens_per_s": "tokens/s",

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import statistics
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -22,7 +23,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from search.reports.choose import key as config_key
-from search.reports.labels import fmt, knob_label, metric_label
+from search.reports.labels import NOT_APPLIED_WARNING, fmt, knob_label, metric_label
 from search.sweep.outcome import is_feasible
 from search.sweep.roles import ROLE_ATTR, SEED_ATTR
 
@@ -232,6 +233,10 @@ def print_single(job_cfg: Mapping[str, Any], result: Mapping[str, Any]) -> None:
     table.add_column("value", justify="right")
     for key, value in sorted(result.get("metrics", {}).items()):
         table.add_row(key, fmt(value))
-    for key, value in sorted(result.get("info", {}).items()):
+    info = dict(result.get("info", {}))
+    warning = info.pop(NOT_APPLIED_WARNING, None)
+    for key, value in sorted(info.items()):
         table.add_row(key, str(value))
     console().print(table)
+    if warning:
+        print(warning, file=sys.stderr, flush=True)

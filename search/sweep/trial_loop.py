@@ -57,6 +57,7 @@ class SweepRun:
     outcomes: list[str] = field(default_factory=list)
     staging: bool = False  # throughput-only trials where the maths trained already (search/sweep/staging.py)
     started_s: float = field(default_factory=time.monotonic)
+    said: set[str] = field(default_factory=set)  # lines each trial repeats, said once (search/sweep/closing.py)
 
     def grid_used_up(self) -> bool:
         return isinstance(self.plan.sampler, SweepGridSampler) and self.plan.sampler.is_exhausted(self.study)

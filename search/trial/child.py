@@ -68,7 +68,8 @@ def main(cfg: dict, result_path: str, sweep_pid: int, report: object = None,
     import objectives
 
     try:
-        result = objectives.run_trial(cfg, report, parsed=parsed).to_dict()  # type: ignore[arg-type]
+        # warn=False: which knobs do not apply is said by the sweep once, or by `search run` after its table
+        result = objectives.run_trial(cfg, report, parsed=parsed, warn=False).to_dict()  # type: ignore[arg-type]
     except objectives.ConfigError as err:
         result = {"outcome": "infeasible", "reason": str(err), "metrics": {}, "info": {}}
     except BaseException as err:  # noqa: BLE001 - every failure becomes data

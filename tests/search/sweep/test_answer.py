@@ -333,7 +333,22 @@ def test_a_callable_objective_is_searched_over_the_knobs_it_declares(workdir):
     assert "precision" in line and "parallel.devices" in line and "applies only batch_size" in line
     [trial] = _the_study(workdir).trials
     assert list(trial.params) == ["batch_size"]
-    assert "warning" not in result.stderr or "batch_size" not in result.stderr.split("knobs not applied")[-1]
+    [said] = [x for x in result.stdout.splitlines() if "knobs not applied" in x]  # once, of the undeclared sections
+    assert "batch_size" not in said.split("knobs not applied")[-1]
+
+
+def test_a_callable_that_applies_no_knob_is_said_once_per_sweep_and_after_runs_table(workdir):
+    """Every trial of the sweep said the same warning line on stderr, once per trial; the sweep now says it once."""
+    env = {"PYTHONPATH": pythonpath(TESTS.parent, TESTS)}
+    callable_ = ("objective=custom", "objective.callable=paced_objective:objective")
+    result = run_search("multirun", *callable_, "hydra.sweeper.n_trials=2", cwd=workdir, env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    said = [x for x in result.stdout.splitlines() if x.startswith("warning: objective custom: knobs not applied: ")]
+    assert len(said) == 1 and said[0].endswith("and the sweep searches only that)")
+    assert "knobs not applied" not in result.stderr and len(_the_study(workdir).trials) >= 2  # each said it before
+    alone = run_search("run", *callable_, cwd=workdir, env=env)
+    assert alone.returncode == 0, alone.stderr[-3000:]
+    assert alone.stderr.count("knobs not applied: ") == 1 and "knobs_not_applied_warning" not in alone.stdout
 
 
 def test_when_the_fastest_fails_its_second_seed_check_your_maths_with_faster_knobs_is_confirmed(workdir):
