@@ -80,8 +80,8 @@ def uncompiled(model: nn.Module) -> nn.Module:
     Evaluating the compiled module would compile again, for eval mode and no_grad, inside the trial:
     for ``max-autotune`` that is minutes (gpt2-small's training graphs had not finished compiling after
     210 s on an H200), with CUDA graphs another graph pool, and under DDP the other ranks wait at their
-    next collective (objectives/knobs/parallel.py: COLLECTIVE_TIMEOUT_S, 300 s) while rank 0 alone compiles. The parameters
-    are the same tensors, so the figures are the same maths."""
+    next collective (objectives/knobs/parallel.py: COLLECTIVE_TIMEOUT_S, 300 s) while rank 0 alone
+    compiles. The parameters are the same tensors, so the figures are the same maths."""
     module = unwrap(model)
     return getattr(module, "_orig_mod", module)  # torch._dynamo.eval_frame.OptimizedModule keeps the original
 
@@ -94,8 +94,9 @@ def apply_compile_loss(parallel: ParallelConfig, loss_fn: LossFn) -> LossFn:
     a softmax kernel each way and 13 GB more peak memory. Compiled, Inductor fuses the cast, the
     log-softmax and the gather: on an H200 (bf16, torch 2.11) a step went from 427 to 489 samples/s
     (MFU 0.378 to 0.433) and peak memory from 58 to 45 GB (scripts/bench/gpu_step_profile.py,
-    docs/BENCHMARKS.md); a trial ran it at 486.5 samples/s (MFU 0.431). Mode default whatever the model's: the loss has no matmul for max-autotune
-    to tune, and CUDA graphs (reduce-overhead) of this second graph have not run on a GPU here.
+    docs/BENCHMARKS.md); a trial ran it at 486.5 samples/s (MFU 0.431). Mode default whatever the
+    model's: the loss has no matmul for max-autotune to tune, and CUDA graphs (reduce-overhead) of this
+    second graph have not run on a GPU here.
     Evaluation keeps the eager loss and the eager model (``uncompiled``), so nothing compiles again in
     the middle of a trial.
     """

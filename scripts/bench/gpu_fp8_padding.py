@@ -79,7 +79,8 @@ def aligned_cost() -> None:
         for pad, model in models.items():
             rounds[pad].append(ms_per_step(model, x))
     for pad, ms in rounds.items():
-        print(f"  pad_inner_dim={pad!s:5}: {statistics.median(ms):.3f} ms per step (rounds {', '.join(f'{m:.3f}' for m in ms)})")
+        rounds_ms = ", ".join(f"{m:.3f}" for m in ms)
+        print(f"  pad_inner_dim={pad!s:5}: {statistics.median(ms):.3f} ms per step (rounds {rounds_ms})")
     print(f"  pad on / pad off: {statistics.median(rounds[True]) / statistics.median(rounds[False]):.3f}")
 
 

@@ -56,7 +56,7 @@ def leave(key: int) -> list[Overlap]:
     for other_key, other in _stays.items():
         common = me.gpus & other.gpus
         end = other.end_unix_s if other.end_unix_s is not None else now
-        if other_key != key and common and other.start_unix_s < now and end > me.start_unix_s:
+        if other_key != key and common and end > me.start_unix_s:
             overlaps.append(Overlap(common, other.start_unix_s, end))
     return overlaps
 
