@@ -33,7 +33,7 @@ from search.measure import fingerprint, gpu_telemetry
 from search.reports.answer import answer_metrics, print_answer, tag_sweep_run
 from search.reports.plots import preload as preload_plots, write_report
 from search.reports.progress import SweepProgress
-from search.reports.tables import compare_run_ids, print_front
+from search.reports.tables import compare_label, compare_run_ids, print_front
 from search.sweep import workers
 from search.sweep.answer import ANSWER_ATTR, THROUGHPUT, Answer
 from search.sweep.baseline import as_run_here, baseline_params, baseline_trials, enqueue_baseline, fit_baseline
@@ -313,9 +313,11 @@ class SweeperImpl:
               f" {mlflow_client.experiment_url(sweep.experiment_id)})", flush=True)
         trials = study.get_trials(deepcopy=False)
         answer_runs = [trials[n].user_attrs.get("mlflow_run_id") for n in (answer.trials[:1] if answer else [])]
-        if (url := mlflow_client.compare_url([r for r in answer_runs if r] + compare_run_ids(study))) is not None:
-            shown = ["the answer"] * bool(answer_runs) + ["the baseline"] * bool(baseline_trials(study)) + ["the front"]
-            print(f"MLflow, side by side ({', '.join(shown)}): {url}", flush=True)
+        runs = list(dict.fromkeys([r for r in answer_runs if r] + compare_run_ids(study)))
+        if (url := mlflow_client.compare_url(runs)) is not None:
+            label = compare_label(bool(answer_runs), answer is not None and answer.is_baseline,
+                                  bool(baseline_trials(study)))
+            print(f"MLflow, side by side ({label}): {url}", flush=True)
         if answer is not None and self.baseline is not None:
             print_answer(answer, self.baseline[0])
         if self.failure_policy.gives_up(outcomes):

@@ -12,7 +12,7 @@ from optuna.distributions import CategoricalDistribution
 from rich.console import Console
 
 from search.reports.progress import SweepProgress, finished_line, status_line
-from search.reports.tables import BASELINE, front_table, front_trials
+from search.reports.tables import BASELINE, compare_label, front_table, front_trials
 from search.sweep.roles import ROLE_ATTR, SEED_ATTR
 
 WIDTHS = (80, 100, 200)
@@ -235,3 +235,10 @@ def test_an_infeasible_trial_says_which_constraint_it_broke_and_by_what() -> Non
                          {"batch_size": 64}, feasible=False, violated="val_accuracy >= 0.9 (got 0.8607)")
     [text] = _render(line, 200)
     assert text.endswith("batch_size=64  infeasible: violates val_accuracy >= 0.9 (got 0.8607)"), text
+
+
+def test_the_compare_links_label_names_each_kind_of_run_it_holds_once():
+    assert compare_label(True, False, True) == "the answer, the baseline, the front"
+    assert compare_label(True, True, True) == "the answer, your configuration; the front"  # the same runs, once
+    assert compare_label(False, False, True) == "the baseline, the front"
+    assert compare_label(False, False, False) == "the front"
