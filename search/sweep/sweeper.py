@@ -130,9 +130,10 @@ class SweeperImpl:
                     run_trials(run, self.hooks, self.settings.n_trials + extra)
                 finally:
                     workers.mark(study, "done")  # however the trials ended: the others may confirm
+                last = self.baseline is None  # without a confirmation every worker tops up (none is elected)
                 if self.baseline is not None and not self.failure_policy.gives_up(run.outcomes):
-                    answer = self._confirm_once(run, plan)
-                if not self.failure_policy.gives_up(run.outcomes) and self._top_up(run) and answer is not None:
+                    answer, last = self._confirm_once(run, plan)
+                if last and not self.failure_policy.gives_up(run.outcomes) and self._top_up(run) and answer is not None:
                     self._store(run, answer)  # its runs, the top-ups among them
             status = "FAILED" if self.failure_policy.gives_up(run.outcomes) else "FINISHED"
         except (KeyboardInterrupt, Interrupted):
@@ -169,8 +170,10 @@ class SweeperImpl:
         return gp_view(plan.sampler, "answer" if plan.for_answer else "front",
                        plan.metrics, plan.directions, self.settings.accuracy_tolerance)
 
-    def _confirm_once(self, run: SweepRun, plan: Plan) -> Answer | None:
-        """Confirm here when this is the study's last worker searching (search/sweep/workers.py)."""
+    def _confirm_once(self, run: SweepRun, plan: Plan) -> tuple[Answer | None, bool]:
+        """Confirm here when this is the study's last worker searching (search/sweep/workers.py): the answer,
+        and whether this worker confirmed (it alone then runs the hooks' top-ups: nightly's whole runs of the
+        answer, which the others would repeat, or run of another configuration before the answer exists)."""
         say = run.progress.console.print
         workers.mark(run.study, "confirming")  # first: a worker that joins from now on waits for it
         try:
@@ -178,11 +181,11 @@ class SweeperImpl:
             if others:
                 say(f"confirmation: left to the last worker still searching this study ({len(others)} other(s): "
                     f"{', '.join(others)}); it stores the answer on the study and on its MLflow sweep run")
-                return None
+                return None, False
             if not workers.claims_confirmation(run.study, self.settings.stale_after_s):
                 say("confirmation: another worker of this study, ended at the same moment, confirms the answer")
-                return None
-            return self._confirm(run, plan)
+                return None, False
+            return self._confirm(run, plan), True
         finally:
             workers.mark(run.study, "done")
 

@@ -16,7 +16,7 @@ from mlflow.tracking import MlflowClient
 from omegaconf import OmegaConf
 from optuna.trial import TrialState
 
-from conftest import NO_BASELINE, NO_REPORT, pythonpath
+from conftest import NO_BASELINE, NO_REPORT, REPO, TESTS, pythonpath
 
 pytestmark = pytest.mark.slow
 
@@ -193,3 +193,34 @@ def test_workers_with_the_baseline_run_it_once_and_the_last_one_confirms(workdir
     assert len(confirming) <= 1, confirming  # every confirmation trial ran on the worker that confirmed
     last_search = max(t.number for t in trials if t.user_attrs.get(ROLE_ATTR) is None)
     assert all(t.number > last_search for t in trials if t.user_attrs.get(ROLE_ATTR) == "confirm")
+
+
+def test_two_nightly_workers_top_up_once_on_the_worker_that_confirmed(workdir: Path) -> None:
+    """Nightly's top-ups (whole runs of tonight's answer) run after the confirmation, on the worker that confirmed.
+    Before, a worker that left the confirmation to another topped up too: before the answer existed, so
+    another configuration (the fastest so far), while the other worker was still searching."""
+    from search.nightly.night import ROLE
+    from search.sweep.recovery import WORKER_ATTR
+    from search.sweep.roles import ROLE_ATTR
+
+    url = f"sqlite:///{workdir}/night.db"
+    env = {**os.environ, "PYTHONPATH": pythonpath(REPO, TESTS),
+           "MLFLOW_TRACKING_URI": f"sqlite:///{workdir}/mlflow.db", "COLUMNS": "300"}
+    procs = [subprocess.Popen(
+        [sys.executable, "-m", "search", "nightly", NO_REPORT, f"hydra.sweeper.storage={url}",
+         "hydra.sweeper.study_name=n", "objective=custom", "objective.callable=paced_objective:objective",
+         "hydra.sweeper.params=null", "batch_size=choice(32,64)", f"hydra.sweeper.n_trials={n}",
+         "hydra.sweeper.nightly.repeats=3", f"hydra.sweep.dir=multirun/{i}"],
+        cwd=workdir, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        for i, n in enumerate((1, 3))]
+    outs = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=600)
+        assert proc.returncode == 0, out[-2000:] + err[-3000:]
+        outs.append(out)
+    trials = optuna.load_study(study_name="n", storage=url).get_trials(deepcopy=False)
+    confirmed_on = {t.user_attrs.get(WORKER_ATTR) for t in trials
+                    if t.user_attrs.get(ROLE_ATTR) in ("confirm", "seed_check")}
+    topped_on = {t.user_attrs.get(WORKER_ATTR) for t in trials if t.user_attrs.get(ROLE) == "top_up"}
+    assert "confirmation: left to the last worker still searching" in outs[0], outs[0][-3000:]
+    assert len(topped_on) <= 1 and (not confirmed_on or topped_on <= confirmed_on), (topped_on, confirmed_on)
