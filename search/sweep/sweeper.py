@@ -256,9 +256,11 @@ class SweeperImpl:
             print(f"baseline, your configuration ({shown}): {said}", flush=True)
             if runs and len(study.trials) == len(baseline_trials(study)):  # a fresh study
                 self._start_design(study, plan, params, room=self.settings.n_trials - runs)
-            elif first and (moves := enqueue_deferred(study, room=self.settings.n_trials - runs)):
-                print(f"start: {len(moves)} move(s) an earlier sweep of this study had no room for run first ("
-                      + ", ".join(f"{knob}={p[knob]}" for knob, p in moves) + ")", flush=True)
+            elif first:  # a killed sweep's waiting trials run first (Optuna hands them out oldest first)
+                waiting = len(study.get_trials(deepcopy=False, states=(TrialState.WAITING,)))
+                if moves := enqueue_deferred(study, room=self.settings.n_trials - waiting):
+                    print(f"start: {len(moves)} move(s) an earlier sweep of this study had no room for run first ("
+                          + ", ".join(f"{knob}={p[knob]}" for knob, p in moves) + ")", flush=True)
         extra = self.hooks.start(study, plan.storage, plan.space.distributions)
         if (line := gpu_telemetry.notice()) is not None:
             print(line, flush=True)

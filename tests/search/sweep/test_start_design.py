@@ -200,3 +200,26 @@ def test_the_sampler_keeps_its_own_start(workdir, start):
     [sweep_run] = client.search_runs([e.experiment_id for e in client.search_experiments()],
                                      "tags.`search.role` = 'sweep'")
     assert sweep_run.data.params["start_design"] == "sampler"  # the start as run
+
+
+def test_deferred_moves_fit_behind_the_trials_a_killed_sweep_left_waiting(workdir):
+    """A resumed study still holds the trials a killed sweep enqueued (a retry, start moves): they run first, so
+    the deferred moves get only the room left after them. Before, the sweep said "4 move(s) ... run first" and ran
+    2, the others set aside at the confirmation."""
+    from search.sweep.start_design import DEFERRED_ATTR
+
+    args = ["multirun", "hydra.sweeper.params=null", "batch_size=choice(64,128)", "loader.num_workers=choice(0,1)",
+            "precision=choice(fp32,bf16)", "train.budget_samples=800", "hydra.sweeper.baseline_repeats=1",
+            "hydra.sweeper.seed=0"]
+    first = run_search(*args, "hydra.sweeper.n_trials=2", cwd=workdir)
+    assert first.returncode == 0, first.stderr[-3000:]
+    load_study(workdir).enqueue_trial({"batch_size": 128, "loader.num_workers": 1, "precision": "fp32"})  # left waiting
+
+    again = run_search(*args, "hydra.sweeper.n_trials=2", "hydra.sweeper.confirm_budget=0", cwd=workdir)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "start: 1 move(s) an earlier sweep of this study had no room for run first (loader.num_workers=1)" \
+        in again.stdout, again.stdout[-3000:]
+    study = load_study(workdir)
+    assert [k for k, _ in study._storage.get_study_system_attrs(study._study_id)[DEFERRED_ATTR]] == ["precision"]
+    ran = [t.user_attrs.get(START_ATTR) for t in study.get_trials(deepcopy=False) if START_ATTR in t.user_attrs]
+    assert ran == ["batch_size", "loader.num_workers"]
