@@ -17,18 +17,10 @@
 # Runs from the repository without installing it (PYTHONPATH); needs optuna, hydra-core, mlflow-skinny,
 # torch-pruning and torchao beside torch. OUTDIR gets trials.log, checks.log and summary.txt.
 set -u
-out=${1:?usage: gpu_graphs_and_loss.sh OUTDIR}
-mkdir -p "$out"
-out=$(cd "$out" && pwd)
 repo=$(cd "$(dirname "$0")/../.." && pwd)
-py=${PYTHON:-python3}
-export PYTHONPATH="$repo${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 COLUMNS=120
-deadline=$((SECONDS + ${DEADLINE_S:-480}))
-work=$(mktemp -d)
-cd "$work" || exit 1
-
 # shellcheck source=scripts/bench/gpu_lib.sh
 . "$repo/scripts/bench/gpu_lib.sh"
+start_in "${1:?usage: gpu_graphs_and_loss.sh OUTDIR}"
 device_facts
 
 step() {  # step NAME CAP_S command...: a non-trial step, its output to checks.log and its tail to summary.txt

@@ -1,6 +1,19 @@
-# Shared by the GPU scripts here (source it): a deadline, each step's cap under it, and one shortened
-# gpt2-small trial run through `search run` with its metrics summarised.
-# Before sourcing, set: out (the output folder), py (python), deadline (in $SECONDS).
+# Shared by the GPU scripts here (source it, with repo set to the repository): their start, a deadline,
+# each step's cap under it, and one shortened gpt2-small trial run through `search run` with its metrics
+# summarised.
+
+# start_in OUTDIR: out (OUTDIR, made), py ($PYTHON or python3), the repository on PYTHONPATH, the deadline
+# ($DEADLINE_S, default 480, from now), and the working directory a fresh temporary one
+start_in() {
+  out=$1
+  mkdir -p "$out"
+  out=$(cd "$out" && pwd)
+  py=${PYTHON:-python3}
+  export PYTHONPATH="$repo${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 COLUMNS=120
+  deadline=$((SECONDS + ${DEADLINE_S:-480}))
+  work=$(mktemp -d)
+  cd "$work" || exit 1
+}
 
 # cap S: S seconds, or what is left before the deadline (0: skip the step)
 cap() { local left=$((deadline - SECONDS - 5)); if [ "$left" -lt "$1" ]; then echo $((left > 20 ? left : 0)); else echo "$1"; fi; }

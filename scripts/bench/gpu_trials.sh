@@ -15,18 +15,10 @@
 # torch-pruning and torchao beside torch. OUTDIR gets trials.log (every trial's full table),
 # checks.log (tests and selftest) and summary.txt (what the end of the output prints).
 set -u
-out=${1:?usage: gpu_trials.sh OUTDIR}
-mkdir -p "$out"
-out=$(cd "$out" && pwd)
 repo=$(cd "$(dirname "$0")/../.." && pwd)
-py=${PYTHON:-python3}
-export PYTHONPATH="$repo${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 COLUMNS=120
-deadline=$((SECONDS + ${DEADLINE_S:-480}))
-work=$(mktemp -d)
-cd "$work" || exit 1
-
 # shellcheck source=scripts/bench/gpu_lib.sh
 . "$repo/scripts/bench/gpu_lib.sh"
+start_in "${1:?usage: gpu_trials.sh OUTDIR}"
 device_facts
 
 trial bf16_compiled_b64 200 precision=bf16 parallel.compile=default batch_size=64 optim.fused=true
