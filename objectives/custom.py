@@ -43,19 +43,19 @@ def not_applied_line(objective: str, reasons: dict[str, str]) -> str:
     return f"warning: objective {objective}: knobs not applied: {said}"
 
 
-def warn_not_applied(objective: str, reasons: dict[str, str], alone: bool = True) -> str:
-    """The line of ``not_applied_line``, on stderr when the trial runs ``alone``; in a sweep every trial says
-    the same, so the sweep prints it once (search/sweep/closing.py reads it from info
-    ``knobs_not_applied_warning``, objectives/result.py)."""
+def warn_not_applied(objective: str, reasons: dict[str, str], warn: bool = True) -> str:
+    """The line of ``not_applied_line``, on stderr when ``warn``; in a sweep every trial says the same, so the
+    sweep prints it once (search/sweep/closing.py reads it from info ``knobs_not_applied_warning``,
+    objectives/result.py)."""
     line = not_applied_line(objective, reasons)
-    if alone:
+    if warn:
         print(line, file=sys.stderr, flush=True)
     return line
 
 
-def run_callable(path: str, cfg: dict, alone: bool = True) -> TrialResult:
-    """Call the user's function with the whole trial config and wrap the metrics it returns. ``alone``: not a
-    sweep's trial, which leaves its warning to the sweep (``warn_not_applied``)."""
+def run_callable(path: str, cfg: dict, warn: bool = True) -> TrialResult:
+    """Call the user's function with the whole trial config and wrap the metrics it returns. ``warn``: say on
+    stderr which knobs it leaves unapplied (a sweep's trials leave that to the sweep: ``warn_not_applied``)."""
     fn = locate(path, "objective.callable")
     objective = cfg.get("objective") or {}
     name = str(objective.get("name") or "custom")
@@ -67,7 +67,7 @@ def run_callable(path: str, cfg: dict, alone: bool = True) -> TrialResult:
         why = f"objective.callable {path} trains by itself" + (
             "; declare what it applies, e.g. objective.knobs=[batch_size], and the sweep searches only that"
             if declared is None else "")
-        info[NOT_APPLIED_WARNING] = warn_not_applied(name, {",".join(unapplied): why}, alone)
+        info[NOT_APPLIED_WARNING] = warn_not_applied(name, {",".join(unapplied): why}, warn)
     metrics = fn(cfg)
     if not isinstance(metrics, dict) or not all(
         isinstance(v, (int, float)) and not isinstance(v, bool) for v in metrics.values()

@@ -100,7 +100,7 @@ def run_trial(cfg: dict, report: Report | None = None, parsed: TrialConfig | Non
     trial = parsed if parsed is not None else parse_config(cfg)
     apply_expandable_segments(trial.memory.expandable_segments)  # before anything starts CUDA
     if isinstance(trial.objective, CustomConfig) and trial.objective.callable is not None:
-        return run_callable(trial.objective.callable, cfg, alone=warn)
+        return run_callable(trial.objective.callable, cfg, warn)
     check_hardware(trial, from_torch())
     if trial.parallel.devices == 1:
         return TrialResult.from_dict(trial_on_rank(0, 1, 0, trial, report, warn))

@@ -6,16 +6,28 @@ a trial's energy per sample would count its neighbour's work too. Every GPU
 sampler of this process (one per isolated trial, search/measure/gpu_telemetry.py)
 records which GPUs it samples, from its start to its end; a trial whose timed
 windows overlapped another trial's time on one of its GPUs gets no energy,
-power or utilisation figures, and `gpu_telemetry_note` says why.
+power or utilisation figures, and `gpu_telemetry_note` says why. A sweep that
+scores one of those figures refuses `trials_per_gpu` > 1 before it starts
+(search/sweep/planning.py).
+
+Conservative: another trial counts from its sampler's start, while it still
+imports torch or compiles. Limited to this process: trials of other
+processes on the same GPU (another sweep on the box, a launcher that runs
+trials in its own workers) are not seen.
 """
 from __future__ import annotations
 
 import itertools
+import threading
 import time
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
+# the figures a trial that shared its GPU goes without (search/measure/gpu_telemetry.py summary), by prefix
+LEFT_OUT_WHEN_SHARED = ("energy_", "gpu_power", "gpu_util", "gpu_mem_util")
+
 _keys = itertools.count()
+_lock = threading.Lock()  # samplers start and end on the sweep's main thread today; a threaded launcher would not
 
 
 @dataclass
@@ -30,9 +42,10 @@ _stays: dict[int, _Stay] = {}
 
 def arrive(gpus: Iterable[int]) -> int:
     """A trial starts sampling `gpus` now; its key for `leave`."""
-    _forget_finished()
-    key = next(_keys)
-    _stays[key] = _Stay(frozenset(gpus), time.time())
+    with _lock:
+        _forget_finished()
+        key = next(_keys)
+        _stays[key] = _Stay(frozenset(gpus), time.time())
     return key
 
 
@@ -48,16 +61,17 @@ class Overlap:
 def leave(key: int) -> list[Overlap]:
     """Trial `key` stops sampling now: the other trials that ran on its GPUs during its stay (a trial still
     running counts until now). Its own stay is kept for the trials still running beside it."""
-    me = _stays.get(key)
-    if me is None or me.end_unix_s is not None:
-        return []
-    me.end_unix_s = now = time.time()
-    overlaps = []
-    for other_key, other in _stays.items():
-        common = me.gpus & other.gpus
-        end = other.end_unix_s if other.end_unix_s is not None else now
-        if other_key != key and common and end > me.start_unix_s:
-            overlaps.append(Overlap(common, other.start_unix_s, end))
+    with _lock:
+        me = _stays.get(key)
+        if me is None or me.end_unix_s is not None:
+            return []
+        me.end_unix_s = now = time.time()
+        overlaps = []
+        for other_key, other in _stays.items():
+            common = me.gpus & other.gpus
+            end = other.end_unix_s if other.end_unix_s is not None else now
+            if other_key != key and common and end > me.start_unix_s:
+                overlaps.append(Overlap(common, other.start_unix_s, end))
     return overlaps
 
 

@@ -19,6 +19,7 @@ from typing import Any
 import optuna
 
 from search.errors import BadInput
+from search.measure import gpu_sharing
 from search.measure.machine import gpus, machine_hardware
 from search.sweep.batch_probe import ProbeFailed, bound_batch_size, probe_overrides
 from search.sweep.combinations import fit_to_rules, parse_probes
@@ -55,6 +56,17 @@ class Plan:
     for_answer: bool = False  # searching for the answer (docs/answer.md): set once, by the sweeper, with the baseline
 
 
+def _check_attributable(trials_per_gpu: int, metrics: list[str] | None, constraints: list[Constraint]) -> None:
+    """A trial that shared its GPU has no energy, power or utilisation figures (search/measure/gpu_sharing.py):
+    a sweep scoring one of them with trials sharing GPUs would find nearly every trial without it."""
+    scored = [*(metrics or []), *(c.metric for c in constraints)]
+    shared = [m for m in scored if m.startswith(gpu_sharing.LEFT_OUT_WHEN_SHARED)]
+    if trials_per_gpu > 1 and shared:
+        raise BadInput(f"hydra.sweeper.trials_per_gpu must be 1 when the sweep scores {', '.join(shared)} (trials "
+                       f"sharing a GPU get no energy, power or utilisation figures: NVML reads the GPU, not the "
+                       f"trial); got {trials_per_gpu}; fix: hydra.sweeper.trials_per_gpu=1")
+
+
 def plan_sweep(settings: SweepSettings, jobs: Jobs, hooks: SweepHooks, sweep_dir: Path, arguments: list[str]) -> Plan:
     check_config(jobs.config, "hydra.sweeper")  # the numeric settings (search/sweep/settings.py)
     pruner = make_pruner(settings.pruner)
@@ -86,6 +98,7 @@ def plan_sweep(settings: SweepSettings, jobs: Jobs, hooks: SweepHooks, sweep_dir
                   f"(hydra-optuna-sweeper kept it in memory); a fresh study: another hydra.sweeper.study_name",
                   flush=True)
     constraints = parse_constraints(settings.constraints)
+    _check_attributable(settings.trials_per_gpu, metrics, constraints)
     named = named_metrics(metrics, constraints, hooks.named_metrics())
     confirm = check_declared(named, declared_by(probed), jobs.default_study_name())
     _check_writable(sweep_dir)

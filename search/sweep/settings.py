@@ -52,9 +52,9 @@ RULES: dict[str, tuple[str, Check, Any]] = {
     "hydra.sweeper.failure_min_trials": ("an int >= 1", _int(1), 4),
     "hydra.sweeper.early_stopping_margin": ("a number in [0, 1)", _number(lambda v: 0 <= v < 1), 0.1),
     "hydra.sweeper.early_stopping_startup_trials": ("an int >= 0", _int(0), 5),
-    # points of val_accuracy below your configuration's, not a share of it: 0.99 ("keep 99%") would accept
-    # a configuration 99 points worse, a negative floor that every trial meets
-    "hydra.sweeper.accuracy_tolerance": ("the val_accuracy you accept to lose, in points in [0, 0.5) (0.01 = one "
+    # an absolute drop, not a share of your accuracy: 0.99 ("keep 99%") would accept a configuration
+    # 99 percentage points worse, a negative floor that every trial meets
+    "hydra.sweeper.accuracy_tolerance": ("an absolute drop in val_accuracy in [0, 0.5) (0.01 = one percentage "
                                          "point below your configuration's; not a share of it)",
                                          _number(lambda v: 0 <= v < 0.5), 0.005),
     "hydra.sweeper.baseline_repeats": ("an int >= 0 (0: no baseline; 2 or more to know its noise)", _int(0), 2),

@@ -41,6 +41,7 @@ from search.sweep.confirm import confirm, overrides_for, runs_of
 from search.sweep.early_stopping import describe_mode
 from search.sweep.failure_policy import FailurePolicy
 from search.sweep.gp_view import asks_for_answer, gp_view
+from search.sweep.hooks import NoHooks
 from search.sweep.jobs import Jobs
 from search.sweep.planning import Plan, plan_sweep
 from search.sweep.recovery import Heartbeat
@@ -130,11 +131,12 @@ class SweeperImpl:
                     run_trials(run, self.hooks, self.settings.n_trials + extra)
                 finally:
                     workers.mark(study, "done")  # however the trials ended: the others may confirm
-                last = self.baseline is None  # without a confirmation every worker tops up (none is elected)
-                if self.baseline is not None and not self.failure_policy.gives_up(run.outcomes):
-                    answer, last = self._confirm_once(run, plan)
-                if last and not self.failure_policy.gives_up(run.outcomes) and self._top_up(run) and answer is not None:
-                    self._store(run, answer)  # its runs, the top-ups among them
+                if not self.failure_policy.gives_up(run.outcomes):
+                    # the last worker searching confirms and tops up; with neither to do, no worker waits for it
+                    elect = self.baseline is not None or not isinstance(self.hooks, NoHooks)
+                    answer, last = self._confirm_once(run, plan) if elect else (None, True)
+                    if last and self._top_up(run) and answer is not None:
+                        self._store(run, answer)  # its runs, the top-ups among them
             status = "FAILED" if self.failure_policy.gives_up(run.outcomes) else "FINISHED"
         except (KeyboardInterrupt, Interrupted):
             status = "KILLED"
@@ -171,10 +173,11 @@ class SweeperImpl:
                        plan.metrics, plan.directions, self.settings.accuracy_tolerance)
 
     def _confirm_once(self, run: SweepRun, plan: Plan) -> tuple[Answer | None, bool]:
-        """Confirm here when this is the study's last worker searching (search/sweep/workers.py): the answer,
-        and whether this worker confirmed (it alone then runs the hooks' top-ups: nightly's whole runs of the
-        answer, which the others would repeat, or run of another configuration before the answer exists)."""
-        say = run.progress.console.print
+        """Confirm here (with a baseline) when this is the study's last worker searching (search/sweep/workers.py):
+        the answer, and whether this worker is that last one. It alone runs the hooks' top-ups (nightly's whole
+        runs of tonight's result), which the others would repeat, or run for another configuration while the
+        search goes on, with or without a baseline."""
+        say = run.progress.console.print if self.baseline is not None else (lambda line: None)
         workers.mark(run.study, "confirming")  # first: a worker that joins from now on waits for it
         try:
             others = workers.others_searching(run.study, self.settings.stale_after_s)
@@ -185,7 +188,7 @@ class SweeperImpl:
             if not workers.claims_confirmation(run.study, self.settings.stale_after_s):
                 say("confirmation: another worker of this study, ended at the same moment, confirms the answer")
                 return None, False
-            return self._confirm(run, plan), True
+            return (self._confirm(run, plan) if self.baseline is not None else None), True
         finally:
             workers.mark(run.study, "done")
 

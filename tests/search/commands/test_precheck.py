@@ -138,3 +138,13 @@ def test_multirun_shows_configurations_as_hydra_flags_ask(workdir: Path) -> None
     nightly = run_search("nightly", "--cfg", "job", cwd=workdir)
     assert nightly.returncode == 0 and "batch_size:" in nightly.stdout, nightly.stderr[-2000:]
     assert not list(workdir.glob("multirun")) and not (workdir / "optuna.journal").exists()  # nothing swept
+
+
+def test_scoring_gpu_energy_with_trials_sharing_a_gpu_is_refused_before_anything_exists(tmp_path: Path) -> None:
+    """A trial that shared its GPU gets no energy, power or utilisation (search/measure/gpu_sharing.py): scoring one
+    of them with trials_per_gpu=2 would leave nearly every trial without it."""
+    result = run_search("multirun", "hydra.sweeper.trials_per_gpu=2",
+                        "hydra.sweeper.constraints=['energy_j_per_sample <= 2']", cwd=tmp_path)
+    [line] = [x for x in result.stderr.splitlines() if x.startswith("search: error: ")]
+    assert result.returncode == 2 and "trials_per_gpu must be 1 when the sweep scores energy_j_per_sample" in line
+    assert line.endswith("; fix: hydra.sweeper.trials_per_gpu=1") and list(tmp_path.iterdir()) == []

@@ -200,6 +200,7 @@ def test_two_nightly_workers_top_up_once_on_the_worker_that_confirmed(workdir: P
     Before, a worker that left the confirmation to another topped up too: before the answer existed, so
     another configuration (the fastest so far), while the other worker was still searching."""
     from search.nightly.night import ROLE
+    from search.sweep.answer import ANSWER_ATTR
     from search.sweep.recovery import WORKER_ATTR
     from search.sweep.roles import ROLE_ATTR
 
@@ -209,8 +210,8 @@ def test_two_nightly_workers_top_up_once_on_the_worker_that_confirmed(workdir: P
     procs = [subprocess.Popen(
         [sys.executable, "-m", "search", "nightly", NO_REPORT, f"hydra.sweeper.storage={url}",
          "hydra.sweeper.study_name=n", "objective=custom", "objective.callable=paced_objective:objective",
-         "hydra.sweeper.params=null", "batch_size=choice(32,64)", f"hydra.sweeper.n_trials={n}",
-         "hydra.sweeper.nightly.repeats=3", f"hydra.sweep.dir=multirun/{i}"],
+         "hydra.sweeper.params=null", "batch_size=choice(64,128)", f"hydra.sweeper.n_trials={n}",  # 128: 2x 64's
+         "hydra.sweeper.nightly.repeats=6", f"hydra.sweep.dir=multirun/{i}"],  # 6: more than the search ran
         cwd=workdir, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         for i, n in enumerate((1, 3))]
     outs = []
@@ -218,9 +219,13 @@ def test_two_nightly_workers_top_up_once_on_the_worker_that_confirmed(workdir: P
         out, err = proc.communicate(timeout=600)
         assert proc.returncode == 0, out[-2000:] + err[-3000:]
         outs.append(out)
-    trials = optuna.load_study(study_name="n", storage=url).get_trials(deepcopy=False)
+    study = optuna.load_study(study_name="n", storage=url)
+    trials = study.get_trials(deepcopy=False)
     confirmed_on = {t.user_attrs.get(WORKER_ATTR) for t in trials
                     if t.user_attrs.get(ROLE_ATTR) in ("confirm", "seed_check")}
-    topped_on = {t.user_attrs.get(WORKER_ATTR) for t in trials if t.user_attrs.get(ROLE) == "top_up"}
-    assert "confirmation: left to the last worker still searching" in outs[0], outs[0][-3000:]
-    assert len(topped_on) <= 1 and (not confirmed_on or topped_on <= confirmed_on), (topped_on, confirmed_on)
+    topped = [t for t in trials if t.user_attrs.get(ROLE) == "top_up"]
+    assert sum("confirmation: left to the last worker still searching" in out for out in outs) == 1, outs
+    assert len(confirmed_on) == 1 and {t.user_attrs.get(WORKER_ATTR) for t in topped} == confirmed_on
+    answer = study.user_attrs[ANSWER_ATTR]["params"]
+    assert 1 <= len(topped) <= 6 and all(t.params == answer for t in topped)  # tonight's answer, up to repeats
+    assert all(t.state == TrialState.COMPLETE for t in trials)  # none left waiting
