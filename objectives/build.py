@@ -111,4 +111,6 @@ def build_loader(cfg: TrialConfig, built: BuiltModel, rank: int, world_size: int
         train_set, to_format, augment = work.device_augment_train_set, prepare_input, work.device_augment
         prepare_input = lambda x: to_format(augment(x))  # noqa: E731
     sampler = ShardedEpochSampler(len(train_set), cfg.batch_size, rank, world_size, cfg.train.seed)
+    if callable(getattr(train_set, "follow", None)):  # randomness per sample, whatever the workers (digits)
+        train_set.follow(sampler)
     return BuiltLoader(apply_loader(cfg.loader, train_set, cfg.batch_size, sampler), sampler, prepare_input)

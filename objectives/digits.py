@@ -22,6 +22,7 @@ from torch import nn
 from torch.utils.data import Dataset
 
 from objectives.config import DigitsConfig
+from objectives.sampling import ShardedEpochSampler, sample_generator
 from objectives.workload import Workload
 
 NUM_CLASSES = 10
@@ -42,25 +43,27 @@ def _gaussian_kernel(sigma_px: float) -> torch.Tensor:
     return k / k.sum()
 
 
-def random_grids(n: int, size_px: int, kernel: torch.Tensor) -> torch.Tensor:
+def random_grids(n: int, size_px: int, kernel: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
     """``n`` sampling grids (n, S, S, 2): a random affine plus a Simard-style elastic distortion each.
 
-    Batched, so the same code augments one sample in a loader worker or a
-    whole batch on the device (``loader.augment_on_device``).
+    Batched, so the same code augments one sample in a loader worker (drawing from
+    the sample's own ``generator``) or a whole batch on the device
+    (``loader.augment_on_device``, from the device's stream).
     """
     device = kernel.device
-    angle = math.radians(ROTATION_DEG) * (2 * torch.rand(n, device=device) - 1)
-    scale = 1 + SCALE_RANGE * (2 * torch.rand(n, device=device) - 1)
-    shift = (2 * torch.rand(n, 2, device=device) - 1) * 2 * SHIFT_FRACTION
+    angle = math.radians(ROTATION_DEG) * (2 * torch.rand(n, device=device, generator=generator) - 1)
+    scale = 1 + SCALE_RANGE * (2 * torch.rand(n, device=device, generator=generator) - 1)
+    shift = (2 * torch.rand(n, 2, device=device, generator=generator) - 1) * 2 * SHIFT_FRACTION
     cos, sin = torch.cos(angle) / scale, torch.sin(angle) / scale
     theta = torch.stack([torch.stack([cos, -sin, shift[:, 0]], 1), torch.stack([sin, cos, shift[:, 1]], 1)], 1)
     grid = F.affine_grid(theta, [n, 1, size_px, size_px], align_corners=False)
-    return grid + _elastic_displacement(n, size_px, kernel)
+    return grid + _elastic_displacement(n, size_px, kernel, generator)
 
 
-def _elastic_displacement(n: int, size_px: int, kernel: torch.Tensor) -> torch.Tensor:
+def _elastic_displacement(n: int, size_px: int, kernel: torch.Tensor,
+                          generator: torch.Generator | None = None) -> torch.Tensor:
     """A Gaussian-smoothed random displacement field per sample, scaled to ELASTIC_ALPHA at its largest."""
-    field = 2 * torch.rand(n * 2, 1, size_px, size_px, device=kernel.device) - 1
+    field = 2 * torch.rand(n * 2, 1, size_px, size_px, device=kernel.device, generator=generator) - 1
     pad = len(kernel) // 2
     field = F.conv2d(F.pad(field, (pad, pad, 0, 0), mode="reflect"), kernel.view(1, 1, 1, -1))
     field = F.conv2d(F.pad(field, (0, 0, pad, pad), mode="reflect"), kernel.view(1, 1, -1, 1))
@@ -69,8 +72,10 @@ def _elastic_displacement(n: int, size_px: int, kernel: torch.Tensor) -> torch.T
     return ELASTIC_ALPHA * field.permute(0, 2, 3, 1)
 
 
-def render(images_8px: torch.Tensor, size_px: int, kernel: torch.Tensor | None) -> torch.Tensor:
-    """(N, 1, 8, 8) sources -> (N, 1, S, S) normalised images; augmented when a kernel is given.
+def render(images_8px: torch.Tensor, size_px: int, kernel: torch.Tensor | None,
+           generator: torch.Generator | None = None) -> torch.Tensor:
+    """(N, 1, 8, 8) sources -> (N, 1, S, S) normalised images; augmented when a kernel is given, from
+    ``generator`` when given (one sample's, in the loader) else the device's stream.
 
     One ``grid_sample`` does the upscaling and the augmentation together, so a
     sample costs the same whether or not the geometry is random.
@@ -80,10 +85,10 @@ def render(images_8px: torch.Tensor, size_px: int, kernel: torch.Tensor | None) 
         theta = torch.eye(2, 3, device=device).expand(n, 2, 3)
         grid = F.affine_grid(theta, [n, 1, size_px, size_px], align_corners=False)
     else:
-        grid = random_grids(n, size_px, kernel)
+        grid = random_grids(n, size_px, kernel, generator)
     image = F.grid_sample(images_8px, grid, mode="bilinear", padding_mode="zeros", align_corners=False)
     if kernel is not None:
-        image = image + NOISE_STD * torch.randn_like(image)
+        image = image + NOISE_STD * torch.randn(image.shape, dtype=image.dtype, device=device, generator=generator)
     return (image - 0.5) / 0.5
 
 
@@ -97,6 +102,11 @@ class DigitsDataset(Dataset):
     With ``rendered=False`` items are the 8x8 sources themselves, for
     ``loader.augment_on_device``: the batch is rendered and augmented on the
     device by ``render`` instead of per sample in the loader.
+
+    ``follow(sampler)`` draws each sample's augmentation from its own
+    generator, seeded by the sampler's seed and epoch and the sample's index
+    (objectives/sampling.py ``sample_generator``): the same images whatever
+    ``loader.num_workers``. Not followed, it draws from the process's stream.
     """
 
     def __init__(
@@ -107,6 +117,10 @@ class DigitsDataset(Dataset):
         self.size_px = image_size_px
         self.rendered = rendered
         self._kernel = elastic_kernel(image_size_px) if augment else None
+        self._stamp: torch.Tensor | None = None  # the followed sampler's (seed, epoch)
+
+    def follow(self, sampler: ShardedEpochSampler) -> None:
+        self._stamp = sampler.stamp
 
     def __len__(self) -> int:
         return len(self.labels)
@@ -115,7 +129,9 @@ class DigitsDataset(Dataset):
         source = self.images_8px[index : index + 1]
         if not self.rendered:
             return source[0], self.labels[index]
-        return render(source, self.size_px, self._kernel)[0], self.labels[index]
+        generator = sample_generator(self._stamp, index) if self._stamp is not None and self._kernel is not None \
+            else None
+        return render(source, self.size_px, self._kernel, generator)[0], self.labels[index]
 
 
 def load_digits_arrays() -> tuple[np.ndarray, np.ndarray]:

