@@ -30,6 +30,7 @@ from optuna.distributions import BaseDistribution
 from search.measure import fingerprint
 from search.tracking.mlflow_client import log_report
 from search.sweep.answer import ANSWER_ATTR
+from search.sweep.roles import NIGHTLY_ROLE_ATTR
 from search.sweep.staging import ACCURACY_FROM_ATTR
 from search.reports.choose import Candidate, best, candidates, key, ranked
 from search.errors import EXIT_NIGHTLY_FAILED, EXIT_REGRESSION
@@ -38,7 +39,7 @@ from search.nightly.regression import compare
 SERIES = "search.nightly.series"
 STARTED = "search.nightly.started_at"
 VERDICT = "search.nightly.verdict"
-ROLE = "search.nightly.role"  # on a trial: incumbent | warm_start | top_up (and an MLflow tag)
+ROLE = NIGHTLY_ROLE_ATTR  # on a trial: incumbent | warm_start | top_up (and an MLflow tag)
 HARDWARE_KEYS = ("gpu_name", "gpu_count", "cpu_model", "cpu_count")
 
 

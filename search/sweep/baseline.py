@@ -121,9 +121,16 @@ def accuracy_floor(study: optuna.Study, tolerance: float) -> float | None:
 
 
 def enqueue_baseline(study: optuna.Study, params: dict[str, Any], repeats: int, seed: int | None) -> int:
-    """Enqueue the baseline runs this study lacks (the second at seed + 1, the others at seed); how many."""
+    """Enqueue the baseline runs this study lacks (the second at seed + 1, the others at seed); how many.
+    Lacking is by seed: a study that kept only the run at seed + 1 (its first run killed) gets one at seed."""
     kept = (TrialState.COMPLETE, TrialState.WAITING, TrialState.RUNNING)
-    have = sum(1 for t in baseline_trials(study) if t.state in kept)
-    for k in range(have, repeats):
-        enqueue(study, params, "baseline", seed=seed + 1 if k == 1 and seed is not None else None)
-    return max(0, repeats - have)
+    have = [t.user_attrs.get(SEED_ATTR) for t in baseline_trials(study) if t.state in kept]  # None: the study's
+    enqueued = 0
+    for k in range(repeats):
+        at = seed + 1 if k == 1 and seed is not None else None
+        if at in have:
+            have.remove(at)
+            continue
+        enqueue(study, params, "baseline", seed=at)
+        enqueued += 1
+    return enqueued

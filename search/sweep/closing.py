@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import optuna
+from optuna.trial import TrialState
 
 from search.errors import BadInput, Interrupted, exit_bad_input
 from search.reports.labels import NOT_APPLIED_WARNING, fmt
@@ -87,8 +88,11 @@ def abort_trial(run: SweepRun, trial: optuna.Trial, err: BaseException) -> None:
     max_retries = run.settings.max_retries
     retries = int(trial.user_attrs.get(RETRIES_ATTR, 0))
     if retry(run.study, trial, max_retries):
+        ahead = len(run.study.get_trials(deepcopy=False, states=(TrialState.WAITING,))) - 1  # oldest run first
+        when = f", after the {ahead} trial(s) waiting before it" if ahead > 0 else " first"
         run.progress.console.print(f"trial {trial.number}: enqueued again (retry {retries + 1} of "
-                                   f"hydra.sweeper.max_retries={max_retries}): the next trial on this study runs it")
+                                   f"hydra.sweeper.max_retries={max_retries}): the next sweep on this study runs "
+                                   f"it{when}")
     else:
         run.progress.console.print(f"trial {trial.number}: not enqueued again: hydra.sweeper.max_retries="
                                    f"{max_retries} and it was retried {retries} time(s)")

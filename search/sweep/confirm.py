@@ -57,7 +57,7 @@ from search.reports.choose import Candidate, candidates, key
 from search.sweep.answer import (ACCURACY, MEMORY_METRICS, THROUGHPUT, Answer, Contender, Ratio, eligible, pick,
                                  spread, within_noise)
 from search.sweep.baseline import baseline_accuracy, baseline_trials
-from search.sweep.roles import ROLE_ATTR, SEED_ATTR, enqueue
+from search.sweep.roles import ROLE_ATTR, ROUND_ATTR, SEED_ATTR, enqueue
 from search.sweep.space import to_override
 from search.sweep.staging import ACCURACY_FROM_ATTR, maths_key
 
@@ -66,7 +66,6 @@ if TYPE_CHECKING:
 
 NOISE = 0.10  # search throughputs this close to the fastest may be noise (identical trials differ by ~10% here)
 MIN_ROUNDS, MAX_ROUNDS = 3, 8
-ROUND_ATTR = "search.confirm_round"
 RunTrials = Callable[[int], None]  # runs that many enqueued trials, in order
 
 

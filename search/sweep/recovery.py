@@ -23,6 +23,8 @@ import optuna
 import psutil
 from optuna.trial import TrialState
 
+from search.sweep.roles import ENQUEUED_AS
+
 WORKER_ATTR = "search.worker"
 HEARTBEAT_ATTR = "search.heartbeat_unix_s"
 RETRIES_ATTR = "search.retries"
@@ -93,12 +95,14 @@ def close_stale(study: optuna.Study, trial: optuna.trial.FrozenTrial, max_retrie
 
 def retry(study: optuna.Study, trial: optuna.trial.FrozenTrial | optuna.Trial, max_retries: int) -> bool:
     """Enqueue the configuration of a trial its sweep stopped (killed, preempted,
-    interrupted) while it has retries left: it measured nothing about it.
+    interrupted) while it has retries left: it measured nothing about it. The retry is
+    enqueued as the trial was (search/sweep/roles.py ENQUEUED_AS): a baseline run at its seed.
     Returns whether it was enqueued; the next `ask` on the study runs it first."""
     retries = int(trial.user_attrs.get(RETRIES_ATTR, 0))
     if retries >= max_retries:
         return False
-    study.enqueue_trial(trial.params, user_attrs={RETRIES_ATTR: retries + 1, RETRY_OF_ATTR: trial.number},
+    same = {k: v for k, v in trial.user_attrs.items() if k in ENQUEUED_AS}  # its role, its seed, ...
+    study.enqueue_trial(trial.params, user_attrs={**same, RETRIES_ATTR: retries + 1, RETRY_OF_ATTR: trial.number},
                         skip_if_exists=False)
     return True
 

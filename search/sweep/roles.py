@@ -24,6 +24,11 @@ from search.sweep.start_design import START_ATTR
 ROLE_ATTR = "search.trial_role"  # not "search.role": MLflow runs carry that tag (trial | sweep)
 SEED_ATTR = "search.seed"
 EXTRA_OVERRIDES_ATTR = "search.extra_overrides"
+ROUND_ATTR = "search.confirm_round"  # a confirmation round's number (search/sweep/confirm.py)
+NIGHTLY_ROLE_ATTR = "search.nightly.role"  # incumbent | warm_start | top_up (search/nightly/night.py)
+# What a trial was enqueued as, set when it was enqueued: a retry of it (search/sweep/recovery.py) is the same
+# trial again. Without them a killed baseline run came back as a plain trial, at the study's seed.
+ENQUEUED_AS = (ROLE_ATTR, SEED_ATTR, EXTRA_OVERRIDES_ATTR, ROUND_ATTR, NIGHTLY_ROLE_ATTR, START_ATTR, REPLACES_ATTR)
 
 
 def role(trial: optuna.trial.FrozenTrial | optuna.Trial) -> str | None:

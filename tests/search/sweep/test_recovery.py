@@ -149,3 +149,35 @@ def test_a_worker_is_known_by_when_it_started_since_boot_not_by_the_wall_clock()
     gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     assert worker_alive(f"{host}:{int(gone.stdout)}:{started}") is False
     assert worker_alive(f"elsewhere:{pid}:{started}") is None  # another host: only its heartbeat tells
+
+
+def test_a_retried_baseline_run_is_the_same_run_again_and_the_missing_seed_is_what_gets_enqueued() -> None:
+    """A sweep killed in your configuration's first run: its retry came back as a plain trial at the study's seed
+    (role and seed dropped), and the next sweep enqueued another run at seed + 1 by counting runs, so the study
+    judged accuracy by the seed + 1 runs alone and your own configuration failed your own bar."""
+    import optuna
+
+    from search.sweep.baseline import baseline_trials, enqueue_baseline
+    from search.sweep.recovery import RETRY_OF_ATTR, retry
+    from search.sweep.roles import EXTRA_OVERRIDES_ATTR, ROLE_ATTR, SEED_ATTR
+
+    study = optuna.create_study(directions=["maximize", "maximize"])
+    params = {"batch_size": 64}
+    assert enqueue_baseline(study, params, repeats=2, seed=0) == 2
+    first, second = (study.ask() for _ in range(2))  # both running when the sweep is killed
+    for t in (first, second):
+        study.tell(t, state=TrialState.FAIL)
+        assert retry(study, study.trials[t.number], max_retries=1)
+    again = study.get_trials(deepcopy=False, states=(TrialState.WAITING,))
+    assert [(t.user_attrs[ROLE_ATTR], t.user_attrs.get(SEED_ATTR), t.user_attrs[RETRY_OF_ATTR]) for t in again] == [
+        ("baseline", None, 0), ("baseline", 1, 1)]
+    assert again[1].user_attrs[EXTRA_OVERRIDES_ATTR] == ["train.seed=1"]
+    assert enqueue_baseline(study, params, repeats=2, seed=0) == 0  # both retries are the runs it needs
+
+    lone = optuna.create_study(directions=["maximize", "maximize"])  # only the seed + 1 run survived
+    enqueue_baseline(lone, params, repeats=2, seed=0)
+    study_seed_run = lone.ask()
+    lone.tell(study_seed_run, state=TrialState.FAIL)  # killed, no retries left
+    assert enqueue_baseline(lone, params, repeats=2, seed=0) == 1
+    kept = [t for t in baseline_trials(lone) if t.state != TrialState.FAIL]
+    assert sorted(str(t.user_attrs.get(SEED_ATTR)) for t in kept) == ["1", "None"]
