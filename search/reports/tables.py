@@ -199,8 +199,9 @@ def front_table(study: optuna.Study, metric_names: Sequence[str], width: int | N
         notes.append("a configuration measured more than once (the confirmation's rounds, nightly's repeats): its "
                      "first trial, figures the median of its runs")
     if with_speedup and answer:
-        notes.append("vs base: the row's median over your configuration's, at your seed; the answer panel's speedup "
-                     "pairs the confirmation's interleaved rounds")
+        notes.append("vs base: the row's median over your configuration's, at your seed" +
+                     ("; the answer panel's speedup pairs the confirmation's interleaved rounds"
+                      if answer.get("rounds") else ""))
     if reference is not None:
         notes.append(f"knobs shown: those that differ from {called}" +
                      (f" ({escape(_pairs(reference.params, every))})" if knobs else ", none do"))

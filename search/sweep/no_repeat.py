@@ -11,9 +11,10 @@ configuration this study has already completed (or stopped early, or is
 running now on another device slot or worker), the proposal is closed as
 a failed trial marked `search.repeat_of` (samplers ignore failed trials, and
 no MLflow run or training is spent on it) and an unseen configuration drawn
-at random is enqueued in its place. Once every configuration has run, the
-sampler's proposal runs anyway, and so does a trial enqueued on purpose (a
-retry, a re-measurement). A configuration is what runs on this machine, not
+at random is enqueued in its place. Once every configuration of a finite
+space has run, the sweep stops searching (search/sweep/trial_loop.py
+space_used_up; the confirmation re-measures, interleaved); a trial enqueued
+on purpose (a retry, a re-measurement) runs all the same. A configuration is what runs on this machine, not
 how it is written (Space.runs_as): on a GPU, `loader.pin_memory` null and
 true are one configuration; with `loader.num_workers=0`, so are both values
 of `loader.persistent_workers` (DataLoader is not given it; a default sweep
@@ -21,6 +22,8 @@ here ran both as two trials and named the second a contender of the first).
 """
 from __future__ import annotations
 
+import itertools
+import math
 import random
 from typing import Any, Callable, Mapping
 
@@ -52,6 +55,26 @@ def configuration_key(params: Mapping[str, Any], resolved: Resolved | None = Non
     if resolved is not None:
         params = resolved(params)
     return tuple(sorted((k, repr(v)) for k, v in params.items()))
+
+
+def every_configuration(distributions: Mapping[str, BaseDistribution],
+                        forbids: Callable[[Mapping[str, Any]], Any] | None = None,
+                        resolved: Resolved | None = None, most: int = 4096) -> set[tuple] | None:
+    """Every configuration the space holds within its rules, keyed as this machine runs them; None for a space
+    with a continuous knob or more than `most` combinations (its end is n_trials, not its size)."""
+    values: list[list[Any]] = []
+    for dist in distributions.values():
+        if isinstance(dist, CategoricalDistribution):
+            values.append(list(dist.choices))
+        elif isinstance(dist, IntDistribution):
+            values.append(list(range(dist.low, dist.high + 1, dist.step)))
+        else:
+            return None
+    if math.prod(len(v) for v in values) > most:
+        return None
+    keys = list(distributions)
+    every = (dict(zip(keys, combo)) for combo in itertools.product(*values))
+    return {configuration_key(p, resolved) for p in every if forbids is None or forbids(p) is None}
 
 
 def _draw(dist: BaseDistribution, rng: random.Random) -> Any:

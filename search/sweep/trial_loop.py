@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import optuna
+from optuna.trial import TrialState
 from hydra.core.utils import JobStatus
 
 from search.reports.progress import SweepProgress
@@ -25,7 +26,7 @@ from search.sweep.early_stopping import trial_overrides
 from search.sweep.failure_policy import FailurePolicy
 from search.sweep.hooks import SweepHooks
 from search.sweep.jobs import Jobs, result_of, trial_config
-from search.sweep.no_repeat import ask_unseen
+from search.sweep.no_repeat import ask_unseen, completed_configurations, every_configuration
 from search.sweep.planning import Plan
 from search.sweep.recovery import Heartbeat, close_stale, stale_trials
 from search.sweep.roles import EXTRA_OVERRIDES_ATTR
@@ -58,9 +59,21 @@ class SweepRun:
     staging: bool = False  # throughput-only trials where the maths trained already (search/sweep/staging.py)
     started_s: float = field(default_factory=time.monotonic)
     said: set[str] = field(default_factory=set)  # lines each trial repeats, said once (search/sweep/closing.py)
+    configurations: set[tuple] | None = None  # the space's configurations, once counted (space_used_up)
 
     def grid_used_up(self) -> bool:
         return isinstance(self.plan.sampler, SweepGridSampler) and self.plan.sampler.is_exhausted(self.study)
+
+    def space_used_up(self) -> bool:
+        """Every configuration of a finite space has run (or runs now) and nothing waits to run: another proposal
+        could only repeat one, timed again beside the search (seen: 15 of a 2-configuration sweep's 20 trials).
+        The confirmation re-measures what matters, interleaved."""
+        if self.configurations is None:
+            space = self.plan.space
+            self.configurations = every_configuration(space.distributions, space.forbids, space.runs_as) or set()
+        if not self.configurations or self.study.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
+            return False
+        return self.configurations <= set(completed_configurations(self.study, resolved=self.plan.space.runs_as))
 
 
 def run_trials(run: SweepRun, hooks: SweepHooks, target: int) -> None:
@@ -72,6 +85,10 @@ def run_trials(run: SweepRun, hooks: SweepHooks, target: int) -> None:
             break
         if run.grid_used_up():
             run.progress.console.print(f"every grid point has run: stopping after {len(run.outcomes)} new trials")
+            break
+        if run.space_used_up():
+            run.progress.console.print(f"every configuration of the space ({len(run.configurations or ())}) has run: "
+                                       f"stopping after {len(run.outcomes)} new trials")
             break
         if run.plan.slots is not None:
             _run_slots(run, target - len(run.outcomes), deadline)
@@ -142,7 +159,8 @@ def _run_slots(run: SweepRun, budget: int, deadline: float | None, enqueued: boo
     trials ran, the grid is used up (unless they are `enqueued`) or the deadline passed."""
 
     def next_launch() -> slots.Launch | None:
-        if (run.grid_used_up() and not enqueued) or (deadline is not None and time.monotonic() > deadline):
+        if ((run.grid_used_up() or run.space_used_up()) and not enqueued) or (
+                deadline is not None and time.monotonic() > deadline):
             return None
         return propose(run)
 

@@ -223,11 +223,16 @@ def test_vs_base_divides_by_the_baselines_row_with_its_rounds_not_its_other_seed
     for throughput in (1_500.0, 1_560.0):
         _add(study, USER, throughput, 0.95, "confirm")
     _add(study, {**USER, "precision": "bf16"}, 1_591.0, 0.94)
-    study.set_user_attr("search.answer", {"trials": [0], "params": USER, "is_baseline": True, "speedup": 1.0})
+    answer = {"trials": [0], "params": USER, "is_baseline": True, "speedup": 1.0, "rounds": 2}
+    study.set_user_attr("search.answer", answer)
     text = "\n".join(_render(front_table(study, METRICS, 200), 200))
     assert re.search(r"│ +0 \* │ +1,500 │ +0.95 │ +1.00x │", text), text  # median(826, 1,500, 1,560)
     assert re.search(r"│ +4 │ +1,591 │ +0.94 │ +1.06x │", text), text
     assert "the answer panel's speedup pairs the confirmation's interleaved rounds" in flat(text)
+    study.set_user_attr("search.answer", {**answer, "rounds": 0})  # no confirmation ran: no rounds to speak of
+    text = "\n".join(_render(front_table(study, METRICS, 200), 200))
+    assert "vs base: the row's median over your configuration's, at your seed" in flat(text)
+    assert "interleaved rounds" not in flat(text)
 
 
 def test_an_infeasible_trial_says_which_constraint_it_broke_and_by_what() -> None:

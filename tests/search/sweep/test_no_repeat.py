@@ -8,7 +8,9 @@ import optuna
 from optuna.distributions import CategoricalDistribution
 from optuna.trial import TrialState
 
+from conftest import run_search
 from search.sweep.no_repeat import REPEAT_ATTR, ask_unseen
+from sweep_results import load_study
 
 SPACE = {"a": CategoricalDistribution([1, 2, 3]), "b": CategoricalDistribution(["x", "y"])}  # 6 configurations
 
@@ -100,3 +102,27 @@ def test_a_key_the_other_values_leave_without_effect_makes_no_new_configuration(
         study.tell(trial, float(trial.params["batch_size"]))
     assert len(set(ran)) == 6, ran
     assert all(t.state == TrialState.COMPLETE for t in study.trials)
+
+
+def test_the_space_s_configurations_are_counted_within_its_rules_as_they_run() -> None:
+    from optuna.distributions import IntDistribution
+
+    from search.sweep.no_repeat import configuration_key, every_configuration
+
+    space = {"batch_size": CategoricalDistribution([32, 64]), "parallel.devices": IntDistribution(1, 2)}
+    forbids = lambda p: "too many" if p["batch_size"] == 64 and p["parallel.devices"] == 2 else None  # noqa: E731
+    assert every_configuration(space, forbids) == {
+        configuration_key({"batch_size": 32, "parallel.devices": 1}), configuration_key({"batch_size": 32,
+        "parallel.devices": 2}), configuration_key({"batch_size": 64, "parallel.devices": 1})}
+    assert every_configuration({"optim.lr": optuna.distributions.FloatDistribution(1e-4, 1e-2)}) is None
+    assert every_configuration(space, most=3) is None  # 4 combinations: its end is n_trials
+
+
+def test_a_sweep_stops_once_every_configuration_of_its_space_ran(workdir) -> None:
+    """A 2-configuration space with n_trials=20 spent 15 trials timing the same configuration again."""
+    done = run_search("multirun", "hydra.sweeper.params=null", "batch_size=choice(32,64)", "hydra.sweeper.n_trials=20",
+                      "train.budget_samples=600", cwd=workdir)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "every configuration of the space (2) has run: stopping after 2 new trials" in done.stdout
+    trials = load_study(workdir).get_trials(deepcopy=False)
+    assert sorted(t.params["batch_size"] for t in trials) == [32, 64]
