@@ -11,12 +11,11 @@ from optuna.trial import TrialState
 
 from search.errors import BadInput, Interrupted, exit_bad_input
 from search.reports.labels import NOT_APPLIED_WARNING, fmt
-from search.sweep.confirm import ROUND_ATTR
 from search.sweep.early_stopping import intermediate_series
 from search.sweep.metric_names import ended_ok, unreported
 from search.sweep.outcome import score, tell
 from search.sweep.recovery import HEARTBEAT_ATTR, RETRIES_ATTR, RETRY_OF_ATTR, retry
-from search.sweep.roles import ROLE_ATTR, SEED_ATTR
+from search.sweep.roles import NIGHTLY_ROLE_ATTR, ROLE_ATTR, ROUND_ATTR, SEED_ATTR
 from search.sweep.staging import ACCURACY_FROM_ATTR, with_inherited_accuracy
 from search.tracking import mlflow_runs as tracking
 
@@ -64,6 +63,9 @@ def trial_kind(attrs: dict[str, Any]) -> str:
     role = attrs.get(ROLE_ATTR)
     parts = {"baseline": ["baseline"], "seed_check": ["second-seed check"],
              "confirm": [f"confirmation round {int(attrs.get(ROUND_ATTR, 0)) + 1}"]}.get(role, [])
+    nightly = attrs.get(NIGHTLY_ROLE_ATTR)  # nightly's repeats: last night's answer, earlier nights', tonight's
+    parts += {"incumbent": ["last night's answer again"], "warm_start": ["an earlier night's"],
+              "top_up": ["tonight's answer, a whole run"]}.get(nightly, [])
     if SEED_ATTR in attrs:
         parts.append(f"seed {attrs[SEED_ATTR]}")
     if RETRY_OF_ATTR in attrs:

@@ -34,8 +34,9 @@ class SweepHooks(Protocol):
         sweep ends."""
 
     def finish(self, metric_names: Sequence[str], report_dir: Path, parent_run_id: str | None,
-               plot_files: list[Path]) -> int:
-        """The sweep ended and its report is written: the exit status (0: fine)."""
+               plot_files: list[Path], last: bool = True) -> int:
+        """The sweep ended and its report is written: the exit status (0: fine). `last`: this worker was the study's
+        last one searching (search/sweep/workers.py), the one that confirmed and topped up; another still works."""
 
 
 class NoHooks:
@@ -57,5 +58,5 @@ class NoHooks:
         return 0
 
     def finish(self, metric_names: Sequence[str], report_dir: Path, parent_run_id: str | None,
-               plot_files: list[Path]) -> int:
+               plot_files: list[Path], last: bool = True) -> int:
         return 0

@@ -69,6 +69,7 @@ class SweeperImpl:
         self.hooks = sweep_hooks(self.settings.nightly)
         self.failure_policy = FailurePolicy(self.settings.max_failure_rate, self.settings.failure_min_trials)
         self.rng = random.Random(self.settings.seed)
+        self._last_worker = True  # the study's last worker searching (confirms, tops up, reports); False: another
         self.baseline: tuple[dict[str, Any], int | None] | None = None  # the user's configuration and seed
         self._warming: Any = None  # the forkserver's warm-up thread, when trials run here
         self._sampler_imports: tuple[str, ...] = ()  # what the sampler imports at its first model-based ask
@@ -135,6 +136,7 @@ class SweeperImpl:
                     # the last worker searching confirms and tops up; with neither to do, no worker waits for it
                     elect = self.baseline is not None or not isinstance(self.hooks, NoHooks)
                     answer, last = self._confirm_once(run, plan) if elect else (None, True)
+                    self._last_worker = last
                     if last and self._top_up(run) and answer is not None:
                         self._store(run, answer)  # its runs, the top-ups among them
             status = "FAILED" if self.failure_policy.gives_up(run.outcomes) else "FINISHED"
@@ -316,7 +318,8 @@ class SweeperImpl:
             command = ["python", "-m", "search", "report", "--storage", storage_location(self.settings.storage),
                        "--study-name", study.study_name, "--out", str(report_dir)]
             print(f"report: no plots (hydra.sweeper.report=false); {shlex.join(command)} writes them", flush=True)
-        hook_status = self.hooks.finish(metric_names, report_dir, sweep.parent_run_id, plot_files)
+        hook_status = self.hooks.finish(metric_names, report_dir, sweep.parent_run_id, plot_files,
+                                        last=self._last_worker)
         print(f"MLflow: {mlflow_client.how_to_look()}   (experiment {self.settings.experiment_name or plan.study_name!r}:"
               f" {mlflow_client.experiment_url(sweep.experiment_id)})", flush=True)
         trials = study.get_trials(deepcopy=False)

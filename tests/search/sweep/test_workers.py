@@ -229,3 +229,7 @@ def test_two_nightly_workers_top_up_once_on_the_worker_that_confirmed(workdir: P
     answer = study.user_attrs[ANSWER_ATTR]["params"]
     assert 1 <= len(topped) <= 6 and all(t.params == answer for t in topped)  # tonight's answer, up to repeats
     assert all(t.state == TrialState.COMPLETE for t in trials)  # none left waiting
+    reports = sorted(workdir.glob("multirun/*/report/nightly.md"))  # one for the night, by the last worker
+    assert len(reports) == 1, reports
+    assert sum("nightly: the report and the regression test are left to the last worker" in o for o in outs) == 1
+    assert sum(o.count("(tonight's answer, a whole run)") for o in outs) == len(topped)
