@@ -48,8 +48,8 @@ from search.sweep.recovery import Heartbeat
 from search.sweep.roles import put_back, set_aside_waiting
 from search.sweep.rule_sampler import within_rules
 from search.sweep.staging import staging_applies
-from search.sweep.start_design import (enqueue_deferred, enqueue_start, one_knob_at_a_time, start_line,
-                                      starts_from_design)
+from search.sweep.start_design import (DEFERRED_ATTR, enqueue_deferred, enqueue_start, one_knob_at_a_time,
+                                      start_line, starts_from_design)
 from search.sweep.study import (APP_ATTR, GP_IMPORTS, app_command, check_space_matches, large_study_notice,
                                 load_or_create, make_sampler, name_metrics, storage_location)
 from search.sweep.sweep_settings import sweep_settings
@@ -264,8 +264,11 @@ class SweeperImpl:
             elif first:  # a killed sweep's waiting trials run first (Optuna hands them out oldest first)
                 waiting = len(study.get_trials(deepcopy=False, states=(TrialState.WAITING,)))
                 if moves := enqueue_deferred(study, room=self.settings.n_trials - waiting):
-                    print(f"start: {len(moves)} move(s) an earlier sweep of this study had no room for run first ("
-                          + ", ".join(f"{knob}={p[knob]}" for knob, p in moves) + ")", flush=True)
+                    left = len(study._storage.get_study_system_attrs(study._study_id).get(DEFERRED_ATTR, []))
+                    print(f"start: {len(moves)} move(s) an earlier sweep of this study had no room for run "
+                          + (f"after the {waiting} trial(s) waiting before them" if waiting else "first") + " ("
+                          + ", ".join(f"{knob}={p[knob]}" for knob, p in moves) + ")"
+                          + (f"; {left} more wait for a later sweep" if left else ""), flush=True)
         extra = self.hooks.start(study, plan.storage, plan.space.distributions)
         if (line := gpu_telemetry.notice()) is not None:
             print(line, flush=True)

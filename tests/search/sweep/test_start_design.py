@@ -217,8 +217,8 @@ def test_deferred_moves_fit_behind_the_trials_a_killed_sweep_left_waiting(workdi
 
     again = run_search(*args, "hydra.sweeper.n_trials=2", "hydra.sweeper.confirm_budget=0", cwd=workdir)
     assert again.returncode == 0, again.stderr[-3000:]
-    assert "start: 1 move(s) an earlier sweep of this study had no room for run first (loader.num_workers=1)" \
-        in again.stdout, again.stdout[-3000:]
+    assert ("start: 1 move(s) an earlier sweep of this study had no room for run after the 1 trial(s) waiting "
+            "before them (loader.num_workers=1); 1 more wait for a later sweep") in again.stdout, again.stdout[-3000:]
     study = load_study(workdir)
     assert [k for k, _ in study._storage.get_study_system_attrs(study._study_id)[DEFERRED_ATTR]] == ["precision"]
     ran = [t.user_attrs.get(START_ATTR) for t in study.get_trials(deepcopy=False) if START_ATTR in t.user_attrs]
