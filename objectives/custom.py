@@ -63,10 +63,9 @@ def run_callable(path: str, cfg: dict, warn: bool = True) -> TrialResult:
     unapplied = [s for s in KNOB_SECTIONS
                  if declared is None or not any(k == s or k.startswith(f"{s}.") for k in declared)]
     info = {"knobs_not_applied": ",".join(unapplied), "objective_callable": path}
-    if unapplied:
-        why = f"objective.callable {path} trains by itself" + (
-            "; declare what it applies, e.g. objective.knobs=[batch_size], and the sweep searches only that"
-            if declared is None else "")
+    if unapplied and declared is None:  # declared: the rest is not searched, which the sweep says in its own line
+        why = (f"objective.callable {path} trains by itself; declare what it applies, e.g. "
+               "objective.knobs=[batch_size], and the sweep searches only that")
         info[NOT_APPLIED_WARNING] = warn_not_applied(name, {",".join(unapplied): why}, warn)
     metrics = fn(cfg)
     if not isinstance(metrics, dict) or not all(
