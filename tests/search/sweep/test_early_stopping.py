@@ -147,7 +147,7 @@ def test_one_objective_with_constraints_the_median_pruner_stops_a_bad_trial(work
                       "hydra/sweeper/sampler=tpe",
                       "hydra.sweeper.metrics=[throughput_samples_per_s]", "hydra.sweeper.direction=maximize",
                       "hydra.sweeper.constraints=['val_accuracy >= 0.5','params_count <= 7000']",
-                      "hydra/sweeper/pruner=median", "hydra.sweeper.pruner.n_startup_trials=1",
+                      "hydra/sweeper/pruner=median", "hydra.sweeper.pruner.n_startup_trials=2",  # never the first two
                       "hydra.sweeper.pruner.n_warmup_steps=0", cwd=workdir)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "early stopping: MedianPruner" in done.stdout

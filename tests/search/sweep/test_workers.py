@@ -53,7 +53,7 @@ def test_workers_share_one_study(workdir: Path, kind: str, workers: int) -> None
     env = {**os.environ, "PYTHONPATH": pythonpath(), "MLFLOW_TRACKING_URI": f"sqlite:///{workdir}/mlflow.db"}
     procs = [subprocess.Popen(
         [sys.executable, "-m", "search", "multirun", NO_BASELINE, NO_REPORT, f"hydra.sweeper.storage={given}", "hydra.sweeper.study_name=w",
-         f"hydra.sweeper.n_trials={per_worker}", "hydra.sweeper.params=null", "batch_size=choice(16,32,48,64,96,128)",
+         f"hydra.sweeper.n_trials={per_worker}", "hydra.sweeper.params=null", "batch_size=choice(16,24,32,40,48,64,80,96,112,128)",
          "train.budget_samples=256", "parallel.devices=1", "loader.num_workers=0", f"hydra.sweep.dir=multirun/{i}"],
         cwd=workdir, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE) for i in range(workers)]
     results = [p.communicate(timeout=600) for p in procs]
