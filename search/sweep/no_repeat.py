@@ -14,7 +14,8 @@ no MLflow run or training is spent on it) and an unseen configuration drawn
 at random is enqueued in its place. Once every configuration of a finite
 space has run, the sweep stops searching (search/sweep/trial_loop.py
 space_used_up; the confirmation re-measures, interleaved); a trial enqueued
-on purpose (a retry, a re-measurement) runs all the same. A configuration is what runs on this machine, not
+on purpose (a retry, a re-measurement) runs all the same. A configuration
+is what runs on this machine, not
 how it is written (Space.runs_as): on a GPU, `loader.pin_memory` null and
 true are one configuration; with `loader.num_workers=0`, so are both values
 of `loader.persistent_workers` (DataLoader is not given it; a default sweep

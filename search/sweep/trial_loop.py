@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import optuna
-from optuna.trial import TrialState
 from hydra.core.utils import JobStatus
+from optuna.trial import TrialState
 
 from search.reports.progress import SweepProgress
 from search.sweep import interrupt, workers
