@@ -90,9 +90,10 @@ def test_callable_gets_the_whole_config_and_its_metrics_are_reported(user_module
 def test_a_callable_that_declares_its_knobs_is_not_warned_about_the_others(user_module, capfd):
     """The sweep says in its own line which knobs it does not search (`not searched: ...`); a warning on top, on
     every trial of a sweep that declared `objective.knobs`, read as noise."""
-    result = run_trial({"objective": {"name": "custom", "callable": f"{user_module}:objective", "knobs": ["batch_size"]},
-                        "batch_size": 32})
-    assert result.outcome == "ok" and result.info["knobs_not_applied"] == "optim,loader,precision,model_pruning,parallel,train"
+    objective = {"name": "custom", "callable": f"{user_module}:objective", "knobs": ["batch_size"]}
+    result = run_trial({"objective": objective, "batch_size": 32})
+    assert result.outcome == "ok"
+    assert result.info["knobs_not_applied"] == "optim,loader,precision,model_pruning,parallel,train"
     assert "knobs_not_applied_warning" not in result.info and "knobs not applied" not in capfd.readouterr().err
 
 
