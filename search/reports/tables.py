@@ -100,12 +100,14 @@ def compare_run_ids(study: optuna.Study) -> list[str]:
     return list(dict.fromkeys(t.user_attrs["mlflow_run_id"] for t in trials if t.user_attrs.get("mlflow_run_id")))
 
 
-def compare_label(answered: bool, answer_is_yours: bool, has_baseline: bool) -> str:
+def compare_label(answered: bool, answer_is_yours: bool, has_baseline: bool, front_adds: bool = True) -> str:
     """What the closing compare link holds, in words: the answer's run, the baseline's, the front's. When the
-    answer is your configuration its runs are the baseline's, named once."""
+    answer is your configuration its runs are the baseline's, named once; the front is named when it adds a
+    run of its own (`front_adds`), not when it is only the answer or the baseline."""
+    front = ["the front"] * front_adds
     if answered and answer_is_yours:
-        return "the answer, your configuration; the front"
-    return ", ".join(["the answer"] * answered + ["the baseline"] * has_baseline + ["the front"])
+        return "; ".join(["the answer, your configuration"] + front)
+    return ", ".join(["the answer"] * answered + ["the baseline"] * has_baseline + front) or "the front"
 
 
 def differing_knobs(trials: Sequence[FrozenTrial], reference: FrozenTrial | None) -> list[str]:

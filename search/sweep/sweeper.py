@@ -33,7 +33,7 @@ from search.measure import fingerprint, gpu_telemetry
 from search.reports.answer import answer_metrics, print_answer, tag_sweep_run
 from search.reports.plots import preload as preload_plots, write_report
 from search.reports.progress import SweepProgress
-from search.reports.tables import compare_label, compare_run_ids, print_front
+from search.reports.tables import compare_label, compare_run_ids, front_trials, print_front
 from search.sweep import workers
 from search.sweep.answer import ANSWER_ATTR, THROUGHPUT, Answer
 from search.sweep.baseline import as_run_here, baseline_params, baseline_trials, enqueue_baseline, fit_baseline
@@ -329,8 +329,10 @@ class SweeperImpl:
         answer_runs = [trials[n].user_attrs.get("mlflow_run_id") for n in (answer.trials[:1] if answer else [])]
         runs = list(dict.fromkeys([r for r in answer_runs if r] + compare_run_ids(study)))
         if (url := mlflow_client.compare_url(runs)) is not None:
+            named = set(answer_runs) | {t.user_attrs.get("mlflow_run_id") for t in baseline_trials(study)}
+            front_adds = any(t.user_attrs.get("mlflow_run_id") not in named for t in front_trials(study))
             label = compare_label(bool(answer_runs), answer is not None and answer.is_baseline,
-                                  bool(baseline_trials(study)))
+                                  bool(baseline_trials(study)), front_adds)
             print(f"MLflow, side by side ({label}): {url}", flush=True)
         if answer is not None and self.baseline is not None:
             print_answer(answer, self.baseline[0])

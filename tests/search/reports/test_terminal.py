@@ -247,6 +247,8 @@ def test_the_compare_links_label_names_each_kind_of_run_it_holds_once():
     assert compare_label(True, True, True) == "the answer, your configuration; the front"  # the same runs, once
     assert compare_label(False, False, True) == "the baseline, the front"
     assert compare_label(False, False, False) == "the front"
+    assert compare_label(True, True, True, front_adds=False) == "the answer, your configuration"  # the front is it
+    assert compare_label(True, False, True, front_adds=False) == "the answer, the baseline"
 
 
 def test_the_sweep_reads_the_not_applied_warning_under_the_key_trials_write_it():
