@@ -22,7 +22,6 @@ indices.
 from __future__ import annotations
 
 import math
-import sys
 from typing import Any
 
 import torch
@@ -43,19 +42,9 @@ def not_applied_line(objective: str, reasons: dict[str, str]) -> str:
     return f"warning: objective {objective}: knobs not applied: {said}"
 
 
-def warn_not_applied(objective: str, reasons: dict[str, str], warn: bool = True) -> str:
-    """The line of ``not_applied_line``, on stderr when ``warn``; in a sweep every trial says the same, so the
-    sweep prints it once (search/sweep/closing.py reads it from info ``knobs_not_applied_warning``,
-    objectives/result.py)."""
-    line = not_applied_line(objective, reasons)
-    if warn:
-        print(line, file=sys.stderr, flush=True)
-    return line
-
-
-def run_callable(path: str, cfg: dict, warn: bool = True) -> TrialResult:
-    """Call the user's function with the whole trial config and wrap the metrics it returns. ``warn``: say on
-    stderr which knobs it leaves unapplied (a sweep's trials leave that to the sweep: ``warn_not_applied``)."""
+def run_callable(path: str, cfg: dict) -> TrialResult:
+    """Call the user's function with the whole trial config and wrap the metrics it returns; info
+    ``knobs_not_applied_warning`` names the knobs it leaves unapplied when it declares none (run_trial says it)."""
     fn = locate(path, "objective.callable")
     objective = cfg.get("objective") or {}
     name = str(objective.get("name") or "custom")
@@ -66,7 +55,7 @@ def run_callable(path: str, cfg: dict, warn: bool = True) -> TrialResult:
     if unapplied and declared is None:  # declared: the rest is not searched, which the sweep says in its own line
         why = (f"objective.callable {path} trains by itself; declare what it applies, e.g. "
                "objective.knobs=[batch_size], and the sweep searches only that")
-        info[NOT_APPLIED_WARNING] = warn_not_applied(name, {",".join(unapplied): why}, warn)
+        info[NOT_APPLIED_WARNING] = not_applied_line(name, {",".join(unapplied): why})
     metrics = fn(cfg)
     if not isinstance(metrics, dict) or not all(
         isinstance(v, (int, float)) and not isinstance(v, bool) for v in metrics.values()

@@ -100,16 +100,20 @@ def run_trial(cfg: dict, report: Report | None = None, parsed: TrialConfig | Non
     trial = parsed if parsed is not None else parse_config(cfg)
     apply_expandable_segments(trial.memory.expandable_segments)  # before anything starts CUDA
     if isinstance(trial.objective, CustomConfig) and trial.objective.callable is not None:
-        return run_callable(trial.objective.callable, cfg, warn)
-    check_hardware(trial, from_torch())
-    if trial.parallel.devices == 1:
-        return TrialResult.from_dict(trial_on_rank(0, 1, 0, trial, report, warn))
-    result = run_ranks(trial_on_rank, trial.parallel.devices, trial.parallel.threads, (trial, report, warn))
-    return TrialResult.from_dict(result)
+        result = run_callable(trial.objective.callable, cfg)
+    else:
+        check_hardware(trial, from_torch())
+        if trial.parallel.devices == 1:
+            result = TrialResult.from_dict(trial_on_rank(0, 1, 0, trial, report))
+        else:
+            result = TrialResult.from_dict(run_ranks(trial_on_rank, trial.parallel.devices, trial.parallel.threads,
+                                                     (trial, report)))
+    if warn and NOT_APPLIED_WARNING in result.info:
+        print(result.info[NOT_APPLIED_WARNING], file=sys.stderr, flush=True)
+    return result
 
 
-def trial_on_rank(rank: int, world_size: int, port: int, cfg: TrialConfig, report: Report | None = None,
-                  warn: bool = True) -> dict:
+def trial_on_rank(rank: int, world_size: int, port: int, cfg: TrialConfig, report: Report | None = None) -> dict:
     """The whole trial as one rank runs it; returns TrialResult.to_dict() (rank 0's is the answer)."""
     warm_allocator()  # a fresh process's C heap trains slower (objectives/allocator.py)
     apply_threads(cfg.parallel)
@@ -147,8 +151,6 @@ def trial_on_rank(rank: int, world_size: int, port: int, cfg: TrialConfig, repor
         plan = WindowPlan(plan.warmup_steps, plan.window_steps,
                           max(0, (log.steps_done - plan.warmup_steps) // plan.window_steps))
     metrics, info, timed_windows = measured(cfg, built, log, plan, steps, device, rank, world_size)
-    if built.not_applied and rank == 0 and warn:
-        print(info[NOT_APPLIED_WARNING], file=sys.stderr, flush=True)
     return assemble_result(metrics, info, timed_windows, log, steps, early_stop, target, val_loader, evaluate_now,
                            world_size)
 

@@ -124,8 +124,8 @@ def from_answer(study: optuna.Study) -> dict | None:
 
 def _accuracy_note(trials: list[optuna.trial.FrozenTrial]) -> dict:
     """For a configuration only timed (staging: search/sweep/staging.py), where its accuracy comes from: the
-    trials that trained its maths. `run` trains it whole, another draw of that accuracy (a worker draws its own
-    augmentation stream), so its val_accuracy can differ from the figure written here."""
+    trials that trained its maths. `run` trains it whole, the same maths, but not always bit for bit (another
+    thread count adds floats in another order), so its val_accuracy can differ from the figure written here."""
     if not trials or any(ACCURACY_FROM_ATTR not in t.user_attrs for t in trials):
         return {}  # it trained whole at least once: its accuracy is its own
     sources = sorted({int(t.user_attrs[ACCURACY_FROM_ATTR]) for t in trials})

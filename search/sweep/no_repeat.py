@@ -13,7 +13,7 @@ a failed trial marked `search.repeat_of` (samplers ignore failed trials, and
 no MLflow run or training is spent on it) and an unseen configuration drawn
 at random is enqueued in its place. Once every configuration of a finite
 space has run, the sweep stops searching (search/sweep/trial_loop.py
-space_used_up; the confirmation re-measures, interleaved); a trial enqueued
+used_up; the confirmation re-measures, interleaved); a trial enqueued
 on purpose (a retry, a re-measurement) runs all the same. A configuration
 is what runs on this machine, not
 how it is written (Space.runs_as): on a GPU, `loader.pin_memory` null and

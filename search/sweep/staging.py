@@ -5,10 +5,12 @@ and their settings, CPU threads, `torch.compile`, the fused optimizer,
 channels_last, cuDNN's algorithm choice, activation checkpointing (it
 recomputes the same values) and the allocator's segments. Two configurations
 that differ only in those train the same model, so their validation accuracy
-is the same in distribution: a worker process draws its own augmentation
-stream, and another thread count adds floats in another order, so the two
-figures are not bit-for-bit equal, which is why the answer's own accuracy is
-trained again in confirmation (search/sweep/confirm.py).
+is the same in distribution: another thread count adds floats in another
+order, and a dataset whose random draws depend on the process that draws
+them (not digits, which seeds each sample's: objectives/sampling.py) draws
+anew in each loader worker, so the figures need not be bit-for-bit equal,
+which is why the answer's own accuracy is trained again in confirmation
+(search/sweep/confirm.py).
 
 So a trial whose maths (every other swept knob) already trained to the end
 in this study runs `train.throughput_only=true` (the warm-up and 3+ timed

@@ -114,11 +114,16 @@ def enqueue_start(study: optuna.Study, design: list[tuple[str, dict[str, Any]]],
                                          [[knob, params] for knob, params in design[len(fits):]])
 
 
+def deferred(study: optuna.Study) -> list[tuple[str, dict[str, Any]]]:
+    """The start moves kept on the study for a later sweep (enqueue_start), in order."""
+    return [(knob, params) for knob, params in
+            study._storage.get_study_system_attrs(study._study_id).get(DEFERRED_ATTR, [])]
+
+
 def enqueue_deferred(study: optuna.Study, room: int) -> list[tuple[str, dict[str, Any]]]:
     """Enqueue the start moves an earlier sweep of this study had no room for, the first `room` of them, and
     keep the rest for the sweep after; the moves enqueued."""
-    left = [(knob, params) for knob, params in
-            study._storage.get_study_system_attrs(study._study_id).get(DEFERRED_ATTR, [])]
+    left = deferred(study)
     if not left:
         return []
     enqueue_start(study, left, room)

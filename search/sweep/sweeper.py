@@ -48,8 +48,8 @@ from search.sweep.recovery import Heartbeat
 from search.sweep.roles import put_back, set_aside_waiting
 from search.sweep.rule_sampler import within_rules
 from search.sweep.staging import staging_applies
-from search.sweep.start_design import (DEFERRED_ATTR, enqueue_deferred, enqueue_start, one_knob_at_a_time,
-                                      start_line, starts_from_design)
+from search.sweep.start_design import (deferred, enqueue_deferred, enqueue_start, one_knob_at_a_time, start_line,
+                                      starts_from_design)
 from search.sweep.study import (APP_ATTR, GP_IMPORTS, app_command, check_space_matches, large_study_notice,
                                 load_or_create, make_sampler, name_metrics, storage_location)
 from search.sweep.sweep_settings import sweep_settings
@@ -69,7 +69,6 @@ class SweeperImpl:
         self.hooks = sweep_hooks(self.settings.nightly)
         self.failure_policy = FailurePolicy(self.settings.max_failure_rate, self.settings.failure_min_trials)
         self.rng = random.Random(self.settings.seed)
-        self._last_worker = True  # the study's last worker searching (confirms, tops up, reports); False: another
         self.baseline: tuple[dict[str, Any], int | None] | None = None  # the user's configuration and seed
         self._warming: Any = None  # the forkserver's warm-up thread, when trials run here
         self._sampler_imports: tuple[str, ...] = ()  # what the sampler imports at its first model-based ask
@@ -122,6 +121,7 @@ class SweeperImpl:
         run: SweepRun | None = None
         status = "FAILED"
         answer: Answer | None = None
+        last = True  # this worker is the study's last searching: it confirms, tops up and reports
         try:
             with SweepProgress(self.settings.n_trials + extra, metric_names) as progress, \
                     Heartbeat(study, on_beat=lambda: workers.beat(study)) as heartbeat:
@@ -136,7 +136,6 @@ class SweeperImpl:
                     # the last worker searching confirms and tops up; with neither to do, no worker waits for it
                     elect = self.baseline is not None or not isinstance(self.hooks, NoHooks)
                     answer, last = self._confirm_once(run, plan) if elect else (None, True)
-                    self._last_worker = last
                     if last and self._top_up(run) and answer is not None:
                         self._store(run, answer)  # its runs, the top-ups among them
             status = "FAILED" if self.failure_policy.gives_up(run.outcomes) else "FINISHED"
@@ -149,7 +148,7 @@ class SweeperImpl:
                          if t.state == TrialState.COMPLETE and t.user_attrs.get("outcome", "ok") != "stopped_early"]
             tracking.end_sweep(sweep, status, {"trials_complete_in_study": len(completed), **answer_metrics(answer)},
                                self.sweep_dir / tracking.UNLOGGED_FILE)
-        return self._report(study, plan, sweep, metric_names, run.outcomes, answer)
+        return self._report(study, plan, sweep, metric_names, run.outcomes, answer, last)
 
     def _baseline(self, plan: Plan) -> tuple[dict[str, Any], int | None] | None:
         """The user's own configuration and its seed, the space widened to hold it; None: no baseline
@@ -264,7 +263,7 @@ class SweeperImpl:
             elif first:  # a killed sweep's waiting trials run first (Optuna hands them out oldest first)
                 waiting = len(study.get_trials(deepcopy=False, states=(TrialState.WAITING,)))
                 if moves := enqueue_deferred(study, room=self.settings.n_trials - waiting):
-                    left = len(study._storage.get_study_system_attrs(study._study_id).get(DEFERRED_ATTR, []))
+                    left = len(deferred(study))
                     print(f"start: {len(moves)} move(s) an earlier sweep of this study had no room for run "
                           + (f"after the {waiting} trial(s) waiting before them" if waiting else "first") + " ("
                           + ", ".join(f"{knob}={p[knob]}" for knob, p in moves) + ")"
@@ -310,7 +309,7 @@ class SweeperImpl:
                 **{f"space.{k}": repr(d) for k, d in plan.space.distributions.items()}}
 
     def _report(self, study: optuna.Study, plan: Plan, sweep: tracking.Sweep, metric_names: list[str],
-                outcomes: list[str], answer: Answer | None = None) -> optuna.Study:
+                outcomes: list[str], answer: Answer | None = None, last: bool = True) -> optuna.Study:
         """The front, the plots, the hooks' end, the answer; exit non-zero when the sweep gave up or a hook says so."""
         print_front(study, metric_names)
         report_dir = self.sweep_dir / "report"
@@ -322,7 +321,7 @@ class SweeperImpl:
                        "--study-name", study.study_name, "--out", str(report_dir)]
             print(f"report: no plots (hydra.sweeper.report=false); {shlex.join(command)} writes them", flush=True)
         hook_status = self.hooks.finish(metric_names, report_dir, sweep.parent_run_id, plot_files,
-                                        last=self._last_worker)
+                                        last=last)
         print(f"MLflow: {mlflow_client.how_to_look()}   (experiment {self.settings.experiment_name or plan.study_name!r}:"
               f" {mlflow_client.experiment_url(sweep.experiment_id)})", flush=True)
         trials = study.get_trials(deepcopy=False)
