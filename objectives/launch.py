@@ -25,12 +25,13 @@ import sys
 import traceback
 from datetime import timedelta
 from multiprocessing.connection import wait
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import torch
 import torch.distributed as dist
 
-RANK_TIMEOUT_S = 900.0
+RANK_TIMEOUT_S = 900.0  # a caller that names no limit (checks of a few steps, tests)
+LIMIT_MARGIN_S = 60.0  # past the trial's own deadline, so that deadline (outcome timeout) fires first
 
 
 class RankFailed(RuntimeError):
@@ -40,6 +41,16 @@ class RankFailed(RuntimeError):
 def rendezvous_store(timeout_s: float = RANK_TIMEOUT_S) -> dist.TCPStore:
     """A TCPStore server bound to a port the kernel picks; it stays bound while the object lives."""
     return dist.TCPStore("127.0.0.1", 0, None, True, timedelta(seconds=timeout_s), wait_for_workers=False)
+
+
+def trial_limit_s(cfg: Mapping[str, Any]) -> float:
+    """How long a rank may wait on a peer, and the launcher on its ranks, in a trial of this config:
+    ``trial.timeout_s`` plus ``trial.compile_timeout_s`` (the latest the isolated trial's deadline can
+    fall, search/trial/isolate.py) plus a margin. A fixed shorter limit ended a DDP trial that was
+    legitimately still training, compiling or evaluating (budgets of 1,800 s and more on a GPU) as
+    ``crashed``; a rank that dies still stops the others at once (``run_ranks``)."""
+    section = cfg.get("trial") or {}
+    return float(section.get("timeout_s") or 600) + float(section.get("compile_timeout_s") or 1800) + LIMIT_MARGIN_S
 
 
 def start_method(threads_per_rank: int) -> str:
@@ -64,9 +75,11 @@ def _rank_entry(fn: Callable[..., Any], rank: int, world_size: int, conn: Any, a
     os._exit(code)
 
 
-def run_ranks(fn: Callable[..., Any], world_size: int, threads_per_rank: int, args: tuple = ()) -> Any:
+def run_ranks(fn: Callable[..., Any], world_size: int, threads_per_rank: int, args: tuple = (),
+              timeout_s: float = RANK_TIMEOUT_S) -> Any:
     """Run ``fn(rank, world_size, port, *args)`` in ``world_size`` processes; return rank 0's value.
-    ``port`` is the rendezvous TCPStore's, held by this process (``init_process_group``).
+    ``port`` is the rendezvous TCPStore's, held by this process (``init_process_group``); ``timeout_s``
+    how long to wait for the ranks (a trial's: ``trial_limit_s``).
 
     ``fn`` must be a module-level function (forkserver pickles it). The first
     rank to raise or die stops all the others at once, and its error is
@@ -87,10 +100,10 @@ def run_ranks(fn: Callable[..., Any], world_size: int, threads_per_rank: int, ar
             theirs.close()
             procs.append(proc)
             conns[mine] = rank
-        store = rendezvous_store()  # after the forks: a forked rank must not inherit its server thread
+        store = rendezvous_store(timeout_s)  # after the forks: a forked rank must not inherit its server thread
         for conn in conns:
             conn.send(store.port)
-        return _collect(procs, conns)
+        return _collect(procs, conns, timeout_s)
     finally:
         for proc in procs:
             if proc.is_alive():
@@ -102,14 +115,14 @@ def run_ranks(fn: Callable[..., Any], world_size: int, threads_per_rank: int, ar
                 proc.join()
 
 
-def _collect(procs: list, conns: dict) -> Any:
+def _collect(procs: list, conns: dict, timeout_s: float) -> Any:
     results: dict[int, Any] = {}
     sentinels = {proc.sentinel: rank for rank, proc in enumerate(procs)}
     pending = dict(conns)
     while pending:
-        ready = wait(list(pending) + list(sentinels), timeout=RANK_TIMEOUT_S)
+        ready = wait(list(pending) + list(sentinels), timeout=timeout_s)
         if not ready:
-            raise RankFailed(f"no rank finished within {RANK_TIMEOUT_S:.0f} s")
+            raise RankFailed(f"no rank finished within {timeout_s:.0f} s")
         for obj in ready:
             if obj in pending:
                 rank = pending.pop(obj)

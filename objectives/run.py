@@ -60,8 +60,15 @@ from objectives.knobs.batch_size import steps_for_budget
 from objectives.knobs.compile import compile_wall_s, needs_stable_grads, uncompiled
 from objectives.knobs.memory import apply_expandable_segments
 from objectives.knobs.model_pruning import finalize_model_pruning
-from objectives.knobs.parallel import apply_threads, backend, device_for_rank, init_process_group, unwrap
-from objectives.launch import run_ranks, start_method
+from objectives.knobs.parallel import (
+    COLLECTIVE_TIMEOUT_S,
+    apply_threads,
+    backend,
+    device_for_rank,
+    init_process_group,
+    unwrap,
+)
+from objectives.launch import run_ranks, start_method, trial_limit_s
 from objectives.result import NOT_APPLIED_WARNING, TrialResult
 from objectives.time_to_accuracy import plan_target_accuracy
 from objectives.timing import (
@@ -106,20 +113,23 @@ def run_trial(cfg: dict, report: Report | None = None, parsed: TrialConfig | Non
         if trial.parallel.devices == 1:
             result = TrialResult.from_dict(trial_on_rank(0, 1, 0, trial, report))
         else:
+            limit_s = trial_limit_s(cfg)
             result = TrialResult.from_dict(run_ranks(trial_on_rank, trial.parallel.devices, trial.parallel.threads,
-                                                     (trial, report)))
+                                                     (trial, report, limit_s), timeout_s=limit_s))
     if warn and NOT_APPLIED_WARNING in result.info:
         print(result.info[NOT_APPLIED_WARNING], file=sys.stderr, flush=True)
     return result
 
 
-def trial_on_rank(rank: int, world_size: int, port: int, cfg: TrialConfig, report: Report | None = None) -> dict:
-    """The whole trial as one rank runs it; returns TrialResult.to_dict() (rank 0's is the answer)."""
+def trial_on_rank(rank: int, world_size: int, port: int, cfg: TrialConfig, report: Report | None = None,
+                  limit_s: float | None = None) -> dict:
+    """The whole trial as one rank runs it; returns TrialResult.to_dict() (rank 0's is the answer).
+    ``limit_s``: how long a collective may wait on a peer (objectives/launch.py ``trial_limit_s``)."""
     warm_allocator()  # a fresh process's C heap trains slower (objectives/allocator.py)
     apply_threads(cfg.parallel)
     device = device_for_rank(rank)
     if world_size > 1:
-        init_process_group(rank, world_size, port)
+        init_process_group(rank, world_size, port, limit_s or COLLECTIVE_TIMEOUT_S)
     built = build_model(cfg, device, world_size)
     fed = build_loader(cfg, built, rank, world_size)
     work, model, global_batch = built.work, built.model, built.global_batch

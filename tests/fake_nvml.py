@@ -43,6 +43,11 @@ class FakeNvml:
             raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_SUPPORTED)
         return 7
 
+    def nvmlDeviceGetMigMode(self, h):  # [current, pending]: a GPU given MIG instances is in MIG mode
+        if h.index not in self.mig:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        return [pynvml.NVML_DEVICE_MIG_ENABLE, pynvml.NVML_DEVICE_MIG_ENABLE]
+
     def nvmlDeviceGetMigDeviceHandleByIndex(self, h, slot):
         if slot >= len(self.mig[h.index]) or self.mig[h.index][slot] is None:
             raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_FOUND)

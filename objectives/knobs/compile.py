@@ -80,8 +80,8 @@ def uncompiled(model: nn.Module) -> nn.Module:
     Evaluating the compiled module would compile again, for eval mode and no_grad, inside the trial:
     for ``max-autotune`` that is minutes (gpt2-small's training graphs had not finished compiling after
     210 s on an H200), with CUDA graphs another graph pool, and under DDP the other ranks wait at their
-    next collective (objectives/knobs/parallel.py: COLLECTIVE_TIMEOUT_S, 300 s) while rank 0 alone
-    compiles. The parameters are the same tensors, so the figures are the same maths."""
+    next collective while rank 0 alone compiles. The parameters are the same tensors, so the figures
+    are the same maths."""
     module = unwrap(model)
     return getattr(module, "_orig_mod", module)  # torch._dynamo.eval_frame.OptimizedModule keeps the original
 

@@ -81,14 +81,17 @@ def backend() -> str:
     return "nccl" if torch.cuda.is_available() else "gloo"
 
 
-def init_process_group(rank: int, world_size: int, port: int) -> None:
-    """Join the process group through the launcher's TCPStore on ``port`` (no rank binds a port)."""
+def init_process_group(rank: int, world_size: int, port: int, timeout_s: float = COLLECTIVE_TIMEOUT_S) -> None:
+    """Join the process group through the launcher's TCPStore on ``port`` (no rank binds a port).
+    ``timeout_s``: how long a collective waits on a peer; a trial's is its whole limit
+    (objectives/launch.py ``trial_limit_s``), since one rank may compile or evaluate alone far longer
+    than 300 s (NCCL's watchdog would abort the waiting rank, and the trial end ``crashed``)."""
     import torch
     import torch.distributed as dist
 
     if torch.cuda.is_available():
         torch.cuda.set_device(rank)
-    timeout = timedelta(seconds=COLLECTIVE_TIMEOUT_S)
+    timeout = timedelta(seconds=timeout_s)
     store = dist.TCPStore("127.0.0.1", port, None, False, timeout)
     dist.init_process_group(backend(), store=store, rank=rank, world_size=world_size, timeout=timeout)
 

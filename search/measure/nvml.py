@@ -150,19 +150,31 @@ def visible_gpus(count: int, cuda_visible_devices: str | None = None) -> list[Vi
     which is CUDA's count under CUDA_DEVICE_ORDER=PCI_BUS_ID), a GPU UUID or a
     unique prefix of one (`GPU-8932f937`), or a MIG instance, `MIG-<uuid>` or
     the older `MIG-GPU-<uuid>/<gi>/<ci>`. Like CUDA, the list ends at the
-    first entry that names no device."""
+    first entry that names no device. Unset, it shows every GPU in PCI bus
+    order (NVML's own index order is not documented to be that order). A GPU
+    in MIG mode named by ordinal or GPU UUID is a MIG instance too: CUDA runs
+    on one of its instances, never on the whole GPU."""
     visible = os.environ.get("CUDA_VISIBLE_DEVICES") if cuda_visible_devices is None else cuda_visible_devices
-    if visible is None:
-        return [VisibleGpu(i) for i in range(count)]
-    uuids = {i: _text(_nvml.nvmlDeviceGetUUID(handle(i))) for i in range(count)}
     pci_order = sorted(range(count), key=lambda i: _pci_bus_id(handle(i)))
+    if visible is None:
+        return [VisibleGpu(i, mig=_mig_enabled(i)) for i in pci_order]
+    uuids = {i: _text(_nvml.nvmlDeviceGetUUID(handle(i))) for i in range(count)}
     out: list[VisibleGpu] = []
     for item in visible.split(","):
         gpu = _resolve(item.strip(), uuids, pci_order)
         if gpu is None:
             break
-        out.append(gpu)
+        out.append(gpu if gpu.mig or not _mig_enabled(gpu.index) else VisibleGpu(gpu.index, mig=True))
     return out
+
+
+def _mig_enabled(index: int) -> bool:
+    """Whether the GPU is in MIG mode now (a GPU that cannot be, or an older driver: no)."""
+    try:
+        current, _pending = _nvml.nvmlDeviceGetMigMode(handle(index))
+    except (pynvml.NVMLError, AttributeError):  # NOT_SUPPORTED below Ampere; a binding without the call
+        return False
+    return int(current) == pynvml.NVML_DEVICE_MIG_ENABLE
 
 
 def visible_indices(count: int, cuda_visible_devices: str | None = None) -> list[int]:

@@ -67,6 +67,21 @@ def _check_attributable(trials_per_gpu: int, metrics: list[str] | None, constrai
                        f"trial); got {trials_per_gpu}; fix: hydra.sweeper.trials_per_gpu=1")
 
 
+def _as_trials_see_it(hardware: Any, settings: SweepSettings) -> Any:
+    """The machine as this sweep's trials get it: a trial's GPUs are distinct device slots' GPUs, so
+    with ``hydra.sweeper.slots`` below the visible GPUs no trial gets more than the slots hold (a larger
+    ``parallel.devices`` was started on fewer GPUs and ended infeasible, trial after trial)."""
+    if not hardware.gpu_count:
+        return hardware
+    slots = device_slots.make_slots(settings.slots, settings.trials_per_gpu, hardware.gpu_count)
+    usable = len({slot.gpu for slot in slots})
+    if usable >= hardware.gpu_count:
+        return hardware
+    print(f"note: hydra.sweeper.slots={settings.slots} gives trials {usable} of the {hardware.gpu_count} visible GPUs, "
+          f"so a trial runs on at most {usable} (parallel.devices); more: hydra.sweeper.slots=auto", flush=True)
+    return dataclasses.replace(hardware, gpu_count=usable)
+
+
 def plan_sweep(settings: SweepSettings, jobs: Jobs, hooks: SweepHooks, sweep_dir: Path, arguments: list[str]) -> Plan:
     check_config(jobs.config, "hydra.sweeper")  # the numeric settings (search/sweep/settings.py)
     pruner = make_pruner(settings.pruner)
@@ -83,7 +98,8 @@ def plan_sweep(settings: SweepSettings, jobs: Jobs, hooks: SweepHooks, sweep_dir
             if line:
                 print(line, flush=True)
         measures_accuracy = bool(probed[0].objective.measures_accuracy)
-        space, notes = fit_to_rules(space, probed[0], machine_hardware())  # search/sweep/combinations.py
+        hardware = _as_trials_see_it(machine_hardware(), settings) if jobs.run_here() else machine_hardware()
+        space, notes = fit_to_rules(space, probed[0], hardware)  # search/sweep/combinations.py
         for line in notes:
             print(line, flush=True)
     else:

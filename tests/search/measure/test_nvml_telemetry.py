@@ -108,6 +108,19 @@ def test_ordinals_count_gpus_in_pci_bus_order_as_cuda_does_under_pci_bus_id(fake
     with GpuSampler(indices=gpu_telemetry.trial_gpu_indices(1, cuda_visible_devices="0"), interval_s=FAST_S) as s:
         pass
     assert s.device_name == "NVIDIA A100-SXM4-80GB"
+    # CUDA_VISIBLE_DEVICES unset: the same PCI order (was NVML's index order, so `search run` sampled the L4)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    assert nvml.visible_indices(2) == [1, 0] and gpu_telemetry.trial_gpu_indices(1) == [1]
+
+
+def test_a_gpu_in_mig_mode_named_by_ordinal_or_uuid_is_a_mig_instance(fake, monkeypatch):
+    # CUDA runs on one of its instances, so its power, energy and peak are not the trial's: not sampled
+    f = fake(gpus=2, mig={1: [MIG_A]})
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    assert nvml.visible_gpus(2) == [nvml.VisibleGpu(0), nvml.VisibleGpu(1, mig=True)]
+    uuid1 = f.nvmlDeviceGetUUID(SimpleNamespace(index=1))
+    assert nvml.visible_gpus(2, f"1,{uuid1},0") == [nvml.VisibleGpu(1, mig=True)] * 2 + [nvml.VisibleGpu(0)]
+    assert gpu_telemetry.trial_gpu_indices(1, cuda_visible_devices="1") == []
 
 
 def test_the_cuda_device_order_is_pinned_to_pci_bus_or_refused(monkeypatch):
