@@ -17,6 +17,7 @@ Hydra registers it through the thin plugin in hydra_plugins/search_sweeper.
 from __future__ import annotations
 
 import importlib
+import os
 import random
 import shlex
 import sys
@@ -377,6 +378,7 @@ def _import_ahead(modules: tuple[str, ...], plots: bool) -> threading.Thread:
     1 of 3 runs. Waiting costs a sweep that short what is left of those imports."""
 
     def run() -> None:
+        _yield_the_cores()
         for module in modules:
             try:
                 importlib.import_module(module)
@@ -388,3 +390,16 @@ def _import_ahead(modules: tuple[str, ...], plots: bool) -> threading.Thread:
     thread = threading.Thread(target=run, name="search-import-ahead", daemon=False)
     thread.start()
     return thread
+
+
+def _yield_the_cores() -> None:
+    """Run the calling thread at the lowest CPU priority (nice 19): it imports while the first trial trains, and
+    where every core is busy (a loaded 2-core machine) it must take only what the trial leaves, not a share of
+    its core. Linux only: there a thread's id names the thread alone to setpriority; elsewhere the same call
+    would name a process."""
+    if sys.platform != "linux":
+        return
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
+    except OSError:  # not permitted in some sandboxes: the imports just compete as before
+        pass
