@@ -12,19 +12,30 @@
 #   SEARCH_NIGHTLY_KEEP_DAYS  days of logs kept (default: 60)
 # Arguments are Hydra overrides for the nightly, e.g. objective=gpt hydra.sweeper.n_trials=30
 #
-# Exit status: the nightly's own (0 fine, 4 regression, 5 could not run), or 75 when another night still runs.
+# Exit status: the nightly's own (0 fine, 4 regression, 5 could not run: anything else the interpreter
+# ends with, a missing interpreter's 127 or a kill's 137, is 5 too), or 75 when another night still runs.
+# Every status but 0 also prints one line on stderr, naming the report and the log: cron mails a job's
+# output (and ignores its status), so a quiet script would let a regression pass unseen.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 dir=${SEARCH_NIGHTLY_DIR:-$(cd "$here/../.." && pwd)}
 python=${SEARCH_NIGHTLY_PYTHON:-python3}
-logs=${SEARCH_NIGHTLY_LOG_DIR:-$dir/logs}
 keep_days=${SEARCH_NIGHTLY_KEEP_DAYS:-60}
-mkdir -p "$logs"
+
+say() { echo "search nightly: $*" >&2; }
+# A mistyped directory would start a series of its own ("first night", exit 0), not compare with the real one.
+if [ ! -d "$dir" ]; then
+  say "SEARCH_NIGHTLY_DIR must be an existing directory (the one holding earlier nights); got $dir; fix: create it or correct the path"
+  exit 5
+fi
+logs=${SEARCH_NIGHTLY_LOG_DIR:-$dir/logs}
+mkdir -p "$logs" || { say "cannot create the log directory $logs; fix: SEARCH_NIGHTLY_LOG_DIR=<a writable directory>"; exit 5; }
 log="$logs/nightly-$(date +%Y-%m-%d).log"
 
 exec 9>"$dir/.search-nightly.lock"
 if ! flock -n 9; then
   echo "$(date -Is) another nightly still holds $dir/.search-nightly.lock: not starting" >>"$log"
+  say "not started: the previous night still runs (it holds $dir/.search-nightly.lock); log: $log"
   exit 75
 fi
 
@@ -32,6 +43,15 @@ cd "$dir" || exit 5
 echo "$(date -Is) nightly starts: $python -m search nightly $*" >>"$log"
 "$python" -m search nightly "$@" >>"$log" 2>&1
 status=$?
+case $status in
+  0|4|5) ;;
+  *) echo "$(date -Is) $python ended with status $status: reported as 5 (could not run)" >>"$log"; status=5 ;;
+esac
 echo "$(date -Is) nightly ended with status $status (0 fine, 4 regression, 5 could not run)" >>"$log"
 find "$logs" -name 'nightly-*.log' -mtime "+$keep_days" -delete
+if [ "$status" -ne 0 ]; then
+  verdict=$([ "$status" -eq 4 ] && echo "REGRESSION" || echo "could not run")
+  report=$(grep -o 'report: [^ ]*nightly\.md' "$log" | tail -1)
+  say "$verdict (exit status $status); ${report:+$report; }log: $log"
+fi
 exit "$status"

@@ -23,6 +23,7 @@ instructions (early stopping, device slots) are left out.
 from __future__ import annotations
 
 import argparse
+import difflib
 import shlex
 import sys
 from pathlib import Path
@@ -69,14 +70,27 @@ def read_overrides(path: Path) -> list[str]:
     return overrides
 
 
+def _check_reported(study: optuna.Study, names: list[str], option: str) -> None:
+    """Each metric `option` names is one the study's trials report (a typo matched no configuration, and the fix
+    said to relax the rule or run more trials)."""
+    reported = sorted({k for t in study.get_trials(deepcopy=False) for k in t.user_attrs.get("metrics", {})})
+    for name in names:
+        if reported and name not in reported:
+            near = difflib.get_close_matches(name, reported, n=1)
+            fix = f"{option} with {near[0]!r}" if near else f"one of {', '.join(reported)}"
+            raise BadInput(f"{option} must name a metric the study's trials report; got {name!r}; fix: {fix}")
+
+
 def choose(study: optuna.Study, metric: str | None, direction: str | None, where: list[str]) -> dict:
     names = study_metrics(study)
     metric = metric or names[0]
+    rules = parse_constraints(where)
+    _check_reported(study, [metric], "--best")
+    _check_reported(study, [r.metric for r in rules], "--where")
     if direction is None and metric not in names:
         raise BadInput(f"--direction is needed for a metric that is not one of the study's metrics {names}; "
                        f"got --best {metric}; fix: --best {metric} --direction minimize (or maximize)")
     direction = direction or study.directions[names.index(metric)].name.lower()
-    rules = parse_constraints(where)
     chosen = best(candidates(study.get_trials(deepcopy=False)), metric, direction == "maximize", rules)
     rule = f"{direction} {metric}" + (f" where {' and '.join(map(str, rules))}" if rules else "")
     if chosen is None:
@@ -113,7 +127,11 @@ def from_answer(study: optuna.Study) -> dict | None:
                 f"{answer.tolerance:g}",
         "trials": [t.number for t in same],
         "speedup_vs_baseline": {"estimate": answer.speedup, "ci95": [answer.ci_low, answer.ci_high],
-                                "rounds": answer.rounds} if not answer.is_baseline else None,
+                                "rounds": answer.rounds} if not answer.is_baseline else {"estimate": 1.0},
+        **({"fastest_contender": {"overrides": answer.fastest_contender["overrides"],
+                                  "speedup_vs_baseline": {k: answer.fastest_contender[k] for k in
+                                                          ("speedup", "ci_low", "ci_high", "rounds")}}}
+           if answer.is_baseline and answer.fastest_contender else {}),
         "metrics": {k: float(v) for k, v in chosen.metrics.items()},
         **_accuracy_note(same),
         "overrides": job_overrides(max(same, key=lambda t: t.number)),

@@ -8,10 +8,10 @@ CUDA driver in the sweep process, after which forked trials cannot use CUDA.
 """
 from __future__ import annotations
 
-import os
 import platform
 import socket
 
+from objectives.hardware import cpu_cores
 from search.measure import nvml
 from search.measure.torch_build import torch_build
 
@@ -26,7 +26,7 @@ def collect() -> dict[str, str]:
     out.update(
         python_version=platform.python_version(),
         cpu_model=cpu_model(),
-        cpu_count=str(os.cpu_count() or 0),
+        cpu_count=str(cpu_cores()),  # the cores this process may run on (taskset, a cpuset): what trials get
         host=socket.gethostname() or "unknown",
         os=platform.platform(),
     )
@@ -53,6 +53,13 @@ def diff(old: dict[str, str], new: dict[str, str], ignore_host: bool = False) ->
         if before != after and (key in old or key in new):
             lines.append(f"{key}: {before} -> {after}")
     return lines
+
+
+def changes_since(written: dict[str, str], now: dict[str, str]) -> list[str]:
+    """What differs between a study's fingerprint and this machine's, for a sweep that resumes it. Another worker
+    starting at the same moment may be writing it, key by key: a key not written yet is not a change (two workers
+    on one machine were told "driver_version: (absent) -> none ...: its throughput figures are not comparable")."""
+    return diff(written, {k: v for k, v in now.items() if k in written}) if written else []
 
 
 def cpu_model() -> str:

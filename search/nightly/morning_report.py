@@ -72,8 +72,9 @@ def markdown(s: Summary, status: str) -> str:
     else:
         before = ", ".join(_fmt(v) for v in s.incumbent.values(s.metric))
         now = ", ".join(_fmt(v) for v in s.incumbent_tonight.values(s.metric)) if s.incumbent_tonight else "none"
-        head = "**REGRESSION**" if s.verdict.regressed else "No regression"
-        lines += [f"{head}: last night's best ({s.incumbent_night}: {_config(s.incumbent)}) measured again.", "",
+        head, did = ("**REGRESSION**", "measured again") if s.verdict.regressed else \
+            ("No regression", "measured again") if s.verdict.tested else ("**NOT TESTED**", "not measured again enough")
+        lines += [f"{head}: last night's best ({s.incumbent_night}: {_config(s.incumbent)}) {did}.", "",
                   f"- {s.metric} before: {before}", f"- {s.metric} tonight: {now}", f"- {s.verdict.why}", ""]
     lines += ["## Software and hardware changes since last night", ""]
     if s.last_night is None:

@@ -26,11 +26,12 @@ from typing import Any, Mapping
 
 import optuna
 from optuna.distributions import BaseDistribution
+from optuna.trial import TrialState
 
 from search.measure import fingerprint
 from search.tracking.mlflow_client import log_report
 from search.sweep.answer import ANSWER_ATTR
-from search.sweep.roles import NIGHTLY_ROLE_ATTR
+from search.sweep.roles import NIGHTLY_ROLE_ATTR, ROLE_ATTR
 from search.sweep.staging import ACCURACY_FROM_ATTR
 from search.reports.choose import Candidate, best, candidates, key, ranked
 from search.errors import EXIT_NIGHTLY_FAILED, EXIT_REGRESSION
@@ -78,14 +79,21 @@ def _fits(params: Mapping[str, Any], distributions: Mapping[str, BaseDistributio
 
 
 def _enqueue(study: optuna.Study, params: Mapping[str, Any], role: str, times: int) -> int:
-    for _ in range(times):
+    """Enqueue `params` for `role` until the study holds `times` such trials that ran ok, run or wait to run; how
+    many were enqueued. A resumed night, or a second worker, does not enqueue them again."""
+    kept = (TrialState.COMPLETE, TrialState.RUNNING, TrialState.WAITING)
+    have = sum(1 for t in study.get_trials(deepcopy=False, states=kept) if t.user_attrs.get(ROLE) == role
+               and key(t.params or study._storage.get_trial_system_attrs(t._trial_id).get("fixed_params", {}))
+               == key(params))  # a waiting trial's parameters are its fixed ones
+    for _ in range(times - have):
         study.enqueue_trial(dict(params), user_attrs={ROLE: role}, skip_if_exists=False)
-    return times
+    return max(0, times - have)
 
 
 def start(cfg: Mapping[str, Any], study: optuna.Study, storage: Any,
-          distributions: Mapping[str, BaseDistribution]) -> Night:
-    """Tag tonight's study and enqueue the incumbent's repeats and the warm-start configurations."""
+          distributions: Mapping[str, BaseDistribution], first: bool = True) -> Night:
+    """Tag tonight's study and enqueue the incumbent's repeats and the warm-start configurations (`first`: this
+    worker is the study's first, search/sweep/workers.py; another one's start enqueues nothing)."""
     study.set_user_attr(SERIES, cfg["series"])
     if STARTED not in study.user_attrs:  # a resumed night keeps its place in the series
         study.set_user_attr(STARTED, time.strftime("%Y-%m-%dT%H:%M:%S%z"))
@@ -95,7 +103,7 @@ def start(cfg: Mapping[str, Any], study: optuna.Study, storage: Any,
         if hardware(past) == here and (found := night_result(past, metric)):
             night.incumbent, night.incumbent_night = found, past.study_name
             break
-    if night.incumbent is not None and _fits(night.incumbent.params, distributions):
+    if first and night.incumbent is not None and _fits(night.incumbent.params, distributions):
         night.enqueued += _enqueue(study, night.incumbent.params, "incumbent", int(cfg["repeats"]))
     pool: dict[tuple, Candidate] = {}
     for past in night.earlier:
@@ -106,11 +114,13 @@ def start(cfg: Mapping[str, Any], study: optuna.Study, storage: Any,
     skip = key(night.incumbent.params) if night.incumbent else None
     warm = [c for c in ranked(list(pool.values()), metric)
             if key(c.params) != skip and _fits(c.params, distributions)][:int(cfg["warm_start"])]
-    for cand in warm:
-        night.enqueued += _enqueue(study, cand.params, "warm_start", 1)
-    inc = f"incumbent from {night.incumbent_night} x{cfg['repeats']}" if night.incumbent else "no earlier night"
+    warm_enqueued = sum(_enqueue(study, cand.params, "warm_start", 1) for cand in warm) if first else 0
+    night.enqueued += warm_enqueued
+    inc = f"incumbent from {night.incumbent_night}" if night.incumbent else "no earlier night"
+    said = (f"{night.enqueued - warm_enqueued} run(s) of it and {warm_enqueued} warm-start configuration(s) "
+            f"enqueued" if first else "its runs and the warm start enqueued by the study's first worker")
     print(f"nightly: {len(night.earlier)} earlier nights in series {cfg['series']!r}; {inc}; "
-          f"{len(warm)} warm-start configurations enqueued", flush=True)
+          + (said if night.incumbent else said.replace("0 run(s) of it and ", "")), flush=True)
     return night
 
 
@@ -132,6 +142,11 @@ def night_result(study: optuna.Study, metric: str) -> Candidate | None:
                            and metric in c.metrics), None)
             if chosen is not None:
                 return chosen
+    if any(t.user_attrs.get(ROLE_ATTR) == "baseline" for t in trials):
+        # It searched for an answer and has none (killed before its confirmation, or your configuration never ran
+        # ok): its fastest trial may have half the accuracy (seen: batch_size=256 at 0.43 against 0.83), so it is
+        # nobody's incumbent or best ever.
+        return None
     return best(candidates(trials), metric)
 
 
@@ -177,7 +192,10 @@ def finish(night: Night, metric_names: list[str], out_dir: Path, parent_run_id: 
         found = night_result(past, metric) if hardware(past) == here else None
         if found and (summary.best_ever is None or found.metrics[metric] > summary.best_ever.metrics[metric]):
             summary.best_ever, summary.best_ever_night = found, past.study_name
-    status = "failed" if summary.tonight is None else "regression" if summary.regressed else "ok"
+    # Not tested though there was something to test (its repeats failed, or left the space): not a fine night.
+    untested = summary.verdict is not None and not summary.verdict.tested
+    status = ("failed" if summary.tonight is None else "regression" if summary.regressed
+              else "untested" if untested else "ok")
     night.study.set_user_attr(VERDICT, status)
     files = write(summary, status, out_dir, plot_files)
     print(f"nightly: {status}; report: {files[0]} and {files[1]}", flush=True)
@@ -186,4 +204,4 @@ def finish(night: Night, metric_names: list[str], out_dir: Path, parent_run_id: 
         "search.nightly.regression": str(status == "regression").lower()})
     if problem:
         print(f"warning: the nightly report is not in MLflow ({problem}); it is on disk", flush=True)
-    return {"ok": 0, "regression": EXIT_REGRESSION, "failed": EXIT_NIGHTLY_FAILED}[status]
+    return {"ok": 0, "regression": EXIT_REGRESSION, "failed": EXIT_NIGHTLY_FAILED, "untested": EXIT_NIGHTLY_FAILED}[status]

@@ -25,9 +25,13 @@ class NightlyHooks:
     def named_metrics(self) -> dict[str, str]:
         return {self.cfg["metric"]: "hydra.sweeper.nightly.metric"} if self.cfg.get("metric") else {}
 
-    def start(self, study: optuna.Study, storage: Any, distributions: Mapping[str, BaseDistribution]) -> int:
-        self.night = nightly.start(self.cfg, study, storage, distributions)
+    def start(self, study: optuna.Study, storage: Any, distributions: Mapping[str, BaseDistribution],
+              first: bool = True) -> int:
+        self.night = nightly.start(self.cfg, study, storage, distributions, first)
         return self.night.enqueued
+
+    def earlier_studies(self) -> list[optuna.Study]:
+        return list(self.night.earlier) if self.night else []
 
     def run_tags(self) -> dict[str, str]:
         return nightly.run_tags(self.night) if self.night else {}

@@ -26,6 +26,10 @@ def answer_metrics(answer: Answer | None) -> dict[str, float]:
            "confirm_wall_s": answer.confirm_wall_s, "search_wall_s": answer.search_wall_s}
     if math.isfinite(answer.ci_low) and math.isfinite(answer.ci_high) and answer.rounds >= 2:
         out.update(speedup_vs_baseline_ci_low=answer.ci_low, speedup_vs_baseline_ci_high=answer.ci_high)
+    if answer.fastest_contender:  # your configuration: what the rounds measured of the fastest that did not beat it
+        fastest = answer.fastest_contender
+        out.update(confirm_rounds=float(fastest["rounds"]), fastest_contender_speedup=fastest["speedup"],
+                   fastest_contender_speedup_ci_low=fastest["ci_low"], fastest_contender_speedup_ci_high=fastest["ci_high"])
     if answer.val_accuracy is not None:
         out["answer_val_accuracy"] = answer.val_accuracy
     if answer.baseline_val_accuracy is not None:
@@ -38,6 +42,8 @@ def answer_tags(answer: Answer) -> dict[str, str]:
             "search.answer.is_baseline": str(answer.is_baseline).lower(),
             "search.answer.trials": ",".join(map(str, answer.trials)),
             "search.answer.baseline_trials": ",".join(map(str, answer.baseline_trials))}
+    if answer.fastest_contender:
+        tags["search.answer.fastest_contender"] = " ".join(answer.fastest_contender["overrides"])
     if answer.not_confirmed:  # within noise of the search's fastest, left out of the confirmation by its budget
         tags["search.answer.not_confirmed"] = "; ".join(" ".join(to_override(k, v) for k, v in c["params"].items())
                                                         for c in answer.not_confirmed)

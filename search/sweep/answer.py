@@ -104,6 +104,9 @@ class Answer:
     # search median over the baseline's), "trials"}; not shown to be slower than the answer, only not measured again
     not_confirmed: list[dict[str, Any]] = field(default_factory=list)
     your_maths: bool = False  # your configuration's maths, speed-only knobs moved (Contender.your_maths)
+    # when the answer is your configuration: the fastest contender the rounds measured, {"params", "overrides",
+    # "speedup", "ci_low", "ci_high", "rounds"}, so MLflow and export show what was confirmed not to beat it
+    fastest_contender: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)

@@ -15,7 +15,7 @@ from search.sweep.early_stopping import intermediate_series
 from search.sweep.metric_names import ended_ok, unreported
 from search.sweep.outcome import score, tell
 from search.sweep.recovery import HEARTBEAT_ATTR, RETRIES_ATTR, RETRY_OF_ATTR, retry
-from search.sweep.roles import NIGHTLY_ROLE_ATTR, ROLE_ATTR, ROUND_ATTR, SEED_ATTR
+from search.sweep.roles import CONFIRMATION_ROLES, NIGHTLY_ROLE_ATTR, ROLE_ATTR, ROUND_ATTR, SEED_ATTR
 from search.sweep.staging import ACCURACY_FROM_ATTR, with_inherited_accuracy
 from search.tracking import mlflow_runs as tracking
 
@@ -95,6 +95,9 @@ def abort_trial(run: SweepRun, trial: optuna.Trial, err: BaseException) -> None:
         run.progress.console.print(f"trial {trial.number}: enqueued again (retry {retries + 1} of "
                                    f"hydra.sweeper.max_retries={max_retries}): the next sweep on this study runs "
                                    f"it{when}")
+    elif trial.user_attrs.get(ROLE_ATTR) in CONFIRMATION_ROLES:  # was: "enqueued again", then dropped unrun
+        run.progress.console.print(f"trial {trial.number}: a run of the answer's confirmation, not enqueued again: "
+                                   f"the next sweep on this study confirms the answer again")
     else:
         run.progress.console.print(f"trial {trial.number}: not enqueued again: hydra.sweeper.max_retries="
                                    f"{max_retries} and it was retried {retries} time(s)")

@@ -267,8 +267,10 @@ def confirm(run: SweepRun, run_trials: RunTrials, base_params: dict[str, Any], s
     if left:
         note += (f"; {len(left)} more contender(s) within noise were not confirmed (the budget, "
                  f"hydra.sweeper.confirm_budget)")
+    fastest = {"params": dict(best[0].params), "overrides": overrides_of(best[0].params), "speedup": best[1].estimate,
+               "ci_low": best[1].low, "ci_high": best[1].high, "rounds": best[1].rounds}
     return answer_of(base_params, None, base_accuracy, confirm_wall_s=time.monotonic() - start, note=note,
-                     not_confirmed=left)
+                     not_confirmed=left, fastest_contender=fastest)
 
 
 def _next_in_line(ranked: list[Contender], tried: set[tuple], base_median: float | None, noise: float,

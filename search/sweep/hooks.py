@@ -20,8 +20,14 @@ class SweepHooks(Protocol):
     def named_metrics(self) -> dict[str, str]:
         """Metric name -> the setting that names it, checked like hydra.sweeper.metrics before the sweep."""
 
-    def start(self, study: optuna.Study, storage: Any, distributions: Mapping[str, BaseDistribution]) -> int:
-        """The study exists, nothing ran yet: the number of trials enqueued on top of n_trials."""
+    def start(self, study: optuna.Study, storage: Any, distributions: Mapping[str, BaseDistribution],
+              first: bool = True) -> int:
+        """The study exists, nothing ran yet: the number of trials enqueued on top of n_trials. `first`: this
+        worker is the study's first searching one (search/sweep/workers.py), the one that enqueues."""
+
+    def earlier_studies(self) -> list[optuna.Study]:
+        """Studies this sweep builds on (nightly: the series' earlier nights), after `start`: what a killed sweep of
+        one left running is closed at this start, as a resumed study's is, without retrying it."""
 
     def run_tags(self) -> dict[str, str]:
         """Tags for the sweep's MLflow parent run."""
@@ -45,8 +51,12 @@ class NoHooks:
     def named_metrics(self) -> dict[str, str]:
         return {}
 
-    def start(self, study: optuna.Study, storage: Any, distributions: Mapping[str, BaseDistribution]) -> int:
+    def start(self, study: optuna.Study, storage: Any, distributions: Mapping[str, BaseDistribution],
+              first: bool = True) -> int:
         return 0
+
+    def earlier_studies(self) -> list[optuna.Study]:
+        return []
 
     def run_tags(self) -> dict[str, str]:
         return {}

@@ -23,7 +23,7 @@ import optuna
 import psutil
 from optuna.trial import TrialState
 
-from search.sweep.roles import ENQUEUED_AS
+from search.sweep.roles import CONFIRMATION_ROLES, ENQUEUED_AS, ROLE_ATTR
 
 WORKER_ATTR = "search.worker"
 HEARTBEAT_ATTR = "search.heartbeat_unix_s"
@@ -97,9 +97,10 @@ def retry(study: optuna.Study, trial: optuna.trial.FrozenTrial | optuna.Trial, m
     """Enqueue the configuration of a trial its sweep stopped (killed, preempted,
     interrupted) while it has retries left: it measured nothing about it. The retry is
     enqueued as the trial was (search/sweep/roles.py ENQUEUED_AS): a baseline run at its seed.
-    Returns whether it was enqueued; the next `ask` on the study runs it first."""
+    Returns whether it was enqueued; the next `ask` on the study runs it first. A confirmation's run is not:
+    the next sweep confirms again from the start, and would drop it (search/sweep/roles.py drop_unrun)."""
     retries = int(trial.user_attrs.get(RETRIES_ATTR, 0))
-    if retries >= max_retries:
+    if retries >= max_retries or trial.user_attrs.get(ROLE_ATTR) in CONFIRMATION_ROLES:
         return False
     same = {k: v for k, v in trial.user_attrs.items() if k in ENQUEUED_AS}  # its role, its seed, ...
     study.enqueue_trial(trial.params, user_attrs={**same, RETRIES_ATTR: retries + 1, RETRY_OF_ATTR: trial.number},

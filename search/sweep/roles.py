@@ -31,6 +31,13 @@ NIGHTLY_ROLE_ATTR = "search.nightly.role"  # incumbent | warm_start | top_up (se
 ENQUEUED_AS = (ROLE_ATTR, SEED_ATTR, EXTRA_OVERRIDES_ATTR, ROUND_ATTR, NIGHTLY_ROLE_ATTR, START_ATTR, REPLACES_ATTR)
 
 
+def measured_whatever_the_time(trial: optuna.trial.FrozenTrial) -> bool:
+    """Enqueued runs that still run past hooks.max_wall_s (nightly's): your configuration's, which the
+    answer is measured against, and last night's answer's repeats, tonight's only measurements for the
+    regression test. Left waiting, a slow night (the one a regression makes) would skip its own test."""
+    return trial.user_attrs.get(ROLE_ATTR) == "baseline" or trial.user_attrs.get(NIGHTLY_ROLE_ATTR) == "incumbent"
+
+
 def role(trial: optuna.trial.FrozenTrial | optuna.Trial) -> str | None:
     return trial.user_attrs.get(ROLE_ATTR)
 
@@ -52,7 +59,10 @@ def enqueue(study: optuna.Study, params: dict[str, Any], role_name: str, seed: i
     study.enqueue_trial(params, user_attrs=user_attrs, skip_if_exists=False)
 
 
-def drop_unrun(study: optuna.Study, roles: tuple[str, ...] = ("confirm", "seed_check")) -> int:
+CONFIRMATION_ROLES = ("confirm", "seed_check")  # runs of one confirmation: a stopped one is done again, whole
+
+
+def drop_unrun(study: optuna.Study, roles: tuple[str, ...] = CONFIRMATION_ROLES) -> int:
     """Close as failed the re-measurements a stopped sweep enqueued and never ran: they belong to its
     confirmation, and the next sweep must not spend its own trials on them. How many."""
     dropped = 0

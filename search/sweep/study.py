@@ -7,6 +7,7 @@ and `grpc://host:port` Optuna's gRPC storage proxy (search/sweep/grpc_storage.py
 """
 from __future__ import annotations
 
+import inspect
 import os
 import time
 import warnings
@@ -186,10 +187,44 @@ def make_sampler(sampler_cfg: Any, seed: int | None, distributions: Mapping[str,
         cfg["_target_"] = f"{__name__}.SweepGridSampler"
         cfg["search_space"] = grid_values(distributions)
     try:
-        return instantiate(cfg)
+        sampler = instantiate(cfg)
     except Exception as err:
         raise BadInput(f"hydra.sweeper.sampler must build an Optuna sampler; got {cfg.get('_target_')!r} "
                        f"({' '.join(str(err).split())[:160]}); fix: hydra/sweeper/sampler=tpe") from None
+    _check_argument_types(sampler, cfg)
+    return sampler
+
+
+def _check_argument_types(sampler: Any, cfg: Mapping[str, Any]) -> None:
+    """Each argument of the kind its constructor declares (by its default, or an annotation such as
+    `bool | None`): a sampler keeps what it is given and uses it only later (`n_startup_trials=abc` built a
+    GPSampler, ran 8 trials and then failed comparing an int with a str)."""
+    parameters = inspect.signature(type(sampler).__init__).parameters
+    for name, value in cfg.items():
+        param = parameters.get(name)
+        kind = None if param is None else _declared_kind(param)
+        if kind is None or (value is None and param.default is None):
+            continue
+        numeric = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if not (isinstance(value, bool) if kind == "bool" else numeric if kind == "number" else isinstance(value, str)):
+            words = {"bool": "true or false", "number": "a number", "str": "a string"}[kind]
+            fix = "null" if param.default is None else repr(param.default)
+            raise BadInput(f"hydra.sweeper.sampler.{name} must be {words}; got {value!r}; "
+                           f"fix: hydra.sweeper.sampler.{name}={fix} (its default)")
+
+
+def _declared_kind(param: inspect.Parameter) -> str | None:
+    """bool, number or str, when the parameter is plainly one of them (maybe None); None otherwise."""
+    default = param.default
+    if isinstance(default, bool):
+        return "bool"
+    if isinstance(default, (int, float)):
+        return "number"
+    if isinstance(default, str):
+        return "str"
+    annotation = str(param.annotation).replace(" ", "")
+    return {"bool|None": "bool", "int|None": "number", "float|None": "number", "str|None": "str",
+            "bool": "bool", "int": "number", "float": "number", "str": "str"}.get(annotation)
 
 
 GP_LARGE_STUDY_TRIALS = 500

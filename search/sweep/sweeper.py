@@ -249,10 +249,10 @@ class SweeperImpl:
         name_metrics(study, metric_names)  # the axes' names in optuna-dashboard too
         workers.mark(study, "searching")  # first: a worker about to confirm sees this one (search/sweep/workers.py)
         workers.drop_stopped_confirmation(study, self.settings.stale_after_s)
+        first = workers.enqueues_baseline(study, self.settings.stale_after_s)  # the first worker enqueues
         if self.baseline is not None:
             params, seed = self.baseline
             shown = " ".join(f"{k}={v}" for k, v in params.items())
-            first = workers.enqueues_baseline(study, self.settings.stale_after_s)
             if first:
                 runs = enqueue_baseline(study, params, self.settings.baseline_repeats, seed)
                 said = f"runs first, {runs} time(s), never stopped early" if runs else "measured already in this study"
@@ -269,7 +269,12 @@ class SweeperImpl:
                           + (f"after the {waiting} trial(s) waiting before them" if waiting else "first") + " ("
                           + ", ".join(f"{knob}={p[knob]}" for knob, p in moves) + ")"
                           + (f"; {left} more wait for a later sweep" if left else ""), flush=True)
-        extra = self.hooks.start(study, plan.storage, plan.space.distributions)
+        extra = self.hooks.start(study, plan.storage, plan.space.distributions, first)
+        earlier = self.hooks.earlier_studies()  # a killed night is never resumed: what it left is closed here
+        for past in earlier:
+            recover(past, self.settings, retry=False)
+        for line in mlflow_repair.repair(self.settings.experiment_name or plan.study_name, *earlier):
+            print(line, flush=True)
         if (line := gpu_telemetry.notice()) is not None:
             print(line, flush=True)
         return extra
@@ -346,8 +351,7 @@ class SweeperImpl:
     def _fingerprint(self, study: optuna.Study) -> None:
         """Record hardware and software on the study; warn when resuming on other ones."""
         self.machine = fingerprint.collect()
-        before = fingerprint.from_tags(study.user_attrs)
-        changes = fingerprint.diff(before, self.machine) if before else []
+        changes = fingerprint.changes_since(fingerprint.from_tags(study.user_attrs), self.machine)
         if changes:
             print(f"warning: resuming study {study.study_name!r} on other hardware or software: "
                   f"{'; '.join(changes)}; its throughput figures are not comparable", flush=True)

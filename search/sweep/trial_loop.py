@@ -29,7 +29,7 @@ from search.sweep.jobs import Jobs, result_of, trial_config
 from search.sweep.no_repeat import ask_unseen, completed_configurations, every_configuration
 from search.sweep.planning import Plan
 from search.sweep.recovery import Heartbeat, close_stale, stale_trials
-from search.sweep.roles import EXTRA_OVERRIDES_ATTR
+from search.sweep.roles import EXTRA_OVERRIDES_ATTR, measured_whatever_the_time
 from search.sweep.space import to_override
 from search.sweep.staging import staged
 from search.sweep.study import SweepGridSampler
@@ -83,7 +83,7 @@ def run_trials(run: SweepRun, hooks: SweepHooks, target: int) -> None:
     max_wall_s = hooks.max_wall_s()
     deadline = time.monotonic() + max_wall_s if max_wall_s else None
     while True:
-        if len(run.outcomes) >= target or (deadline is not None and time.monotonic() > deadline):
+        if len(run.outcomes) >= target or out_of_time(run.study, deadline):
             break
         if (why := run.used_up()) is not None:
             run.progress.console.print(f"{why}: stopping after {len(run.outcomes)} new trials")
@@ -96,16 +96,26 @@ def run_trials(run: SweepRun, hooks: SweepHooks, target: int) -> None:
             break
 
 
-def recover(study: optuna.Study, settings: SweepSettings) -> None:
-    """Close what a killed sweep left RUNNING (Optuna FAIL, MLflow KILLED) and retry it."""
+def out_of_time(study: optuna.Study, deadline: float | None) -> bool:
+    """Past the deadline (hooks.max_wall_s) with nothing waiting that runs whatever the time
+    (search/sweep/roles.py measured_whatever_the_time)."""
+    if deadline is None or time.monotonic() <= deadline:
+        return False
+    return not any(measured_whatever_the_time(t) for t in study.get_trials(deepcopy=False, states=(TrialState.WAITING,)))
+
+
+def recover(study: optuna.Study, settings: SweepSettings, retry: bool = True) -> None:
+    """Close what a killed sweep left RUNNING (Optuna FAIL, MLflow KILLED) and, with `retry`, retry it (not in
+    another study than this sweep's: an earlier night's, search/sweep/hooks.py earlier_studies)."""
     for trial in stale_trials(study, settings.stale_after_s):
         with interrupt.deferred():  # closed and enqueued again, or left for the next start: never half
-            retried = close_stale(study, trial, settings.max_retries)
+            retried = close_stale(study, trial, settings.max_retries if retry else 0)
         if retried is None:  # another worker closed it
             continue
         mlflow_client.close_stale_runs(trial.user_attrs.get("mlflow_run_id"),
                                        trial.user_attrs.get("mlflow_parent_run_id"))
-        print(f"trial {trial.number} was left running by a killed sweep: closed as failed"
+        whose = "" if retry else f" of study {study.study_name!r}"
+        print(f"trial {trial.number}{whose} was left running by a killed sweep: closed as failed"
               f"{', enqueued again' if retried else ''}", flush=True)
 
 
@@ -157,7 +167,7 @@ def _run_slots(run: SweepRun, budget: int, deadline: float | None, enqueued: boo
     trials ran, the grid is used up (unless they are `enqueued`) or the deadline passed."""
 
     def next_launch() -> slots.Launch | None:
-        if (not enqueued and run.used_up() is not None) or (deadline is not None and time.monotonic() > deadline):
+        if (not enqueued and run.used_up() is not None) or out_of_time(run.study, deadline):
             return None
         return propose(run)
 

@@ -40,17 +40,20 @@ from search.tracking.redact import redact
 REPLAYED_SUFFIX = ".replayed.json"
 
 
-def repair(experiment_name: str, study: optuna.Study) -> list[str]:
-    """Repair the study's dead sweeps in MLflow; one line per sweep repaired (or left half done)."""
+def repair(experiment_name: str, *studies: optuna.Study) -> list[str]:
+    """Repair the studies' dead sweeps in MLflow (one query for them all: nightly passes every earlier night);
+    one line per sweep repaired (or left half done)."""
+    by_name = {study.study_name: study for study in studies}
     client = MlflowClient()
     experiment = client.get_experiment_by_name(experiment_name)
-    if experiment is None:
+    if experiment is None or not by_name:
         return []
     lines = []
     for parent in client.search_runs([experiment.experiment_id], "tags.`search.role` = 'sweep' and "
                                      "attributes.status = 'RUNNING'", max_results=1000):
         worker = parent.data.tags.get(WORKER_ATTR)
-        if parent.data.tags.get("search.study_name") != study.study_name or not worker:
+        study = by_name.get(parent.data.tags.get("search.study_name", ""))
+        if study is None or not worker:
             continue
         if worker_alive(worker) is not False:
             continue  # a live sweep, or one on another host
@@ -84,7 +87,8 @@ def _claim(directory: Path | None) -> Iterator[None]:
 def _repair_sweep(client: MlflowClient, experiment_id: str, parent: Run, path: Path | None,
                   study: optuna.Study) -> str:
     parent_id = parent.info.run_id
-    if path is not None and path.exists():
+    outage = path is not None and path.exists()  # its sweep ended while MLflow was down, and wrote what it lacks
+    if outage:
         sweep = tracking.load_unlogged(client, path)
     else:  # killed before it could write one: what MLflow lacks is only in Optuna
         sweep = tracking.Sweep(client, experiment_id, parent_id, study.study_name, parent_status="KILLED")
@@ -110,7 +114,8 @@ def _repair_sweep(client: MlflowClient, experiment_id: str, parent: Run, path: P
     tracking.close_parent(sweep)
     if path is not None and path.exists():
         path.rename(path.with_name(path.name.removesuffix(".json") + REPLAYED_SUFFIX))
-    return (f"MLflow: sweep run {parent_id}, left RUNNING when its sweep ended during an outage, is closed as "
+    how = "when its sweep ended during an outage" if outage else "by a sweep that was killed"
+    return (f"MLflow: sweep run {parent_id} (study {study.study_name!r}), left RUNNING {how}, is closed as "
             f"{sweep.parent_status}; {replayed} trial runs written from {path.name if path else 'no file'}, "
             f"{closed} more closed from the Optuna study")
 

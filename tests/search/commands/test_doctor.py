@@ -34,7 +34,7 @@ def test_fingerprint_has_every_key_with_a_non_empty_string():
     fp = fingerprint.collect()
     assert list(fp) == list(fingerprint.KEYS)
     assert all(isinstance(v, str) and v for v in fp.values()), fp
-    assert fp["cpu_count"] == str(os.cpu_count())
+    assert fp["cpu_count"] == str(len(os.sched_getaffinity(0)))  # the cores this process may use (taskset)
     assert fp["python_version"] == ".".join(map(str, sys.version_info[:3]))
     import torch
 
@@ -74,6 +74,14 @@ def test_diff_names_exactly_what_changed():
                                                             f"torch_version: {old['torch_version']} -> 2.99.0"]
     gone = {k: v for k, v in old.items() if k != "cudnn_version"}
     assert fingerprint.diff(old, gone) == [f"cudnn_version: {old['cudnn_version']} -> (absent)"]
+
+
+def test_a_fingerprint_half_written_by_another_worker_is_no_change():
+    now = fingerprint.collect()
+    half = {k: now[k] for k in fingerprint.KEYS[:4]}  # the first worker is still writing it, key by key
+    assert fingerprint.changes_since(half, now) == [] and fingerprint.changes_since({}, now) == []
+    assert fingerprint.changes_since({**half, "torch_version": "2.99.0"}, now) == [
+        f"torch_version: 2.99.0 -> {now['torch_version']}"]
 
 
 def test_tags_round_trip():

@@ -29,3 +29,20 @@ def test_run_from_puts_the_files_overrides_first_so_the_command_line_wins(tmp_pa
     assert exported_overrides(["batch_size=16"]) == ["batch_size=16"]
     with pytest.raises(BadInput, match="--from needs a file"):
         exported_overrides(["batch_size=16", "--from"])
+
+
+def test_a_misspelt_metric_in_an_export_rule_names_the_closest_reported_one():
+    # was: "has none that does; fix: relax --where or run more trials", and for --best a fix that failed again
+    from search.commands.export import choose
+
+    study = optuna.create_study(directions=["maximize", "maximize"])
+    study.set_metric_names(["throughput_samples_per_s", "val_accuracy"])
+    study.add_trial(optuna.trial.create_trial(
+        params={"batch_size": 32}, distributions={"batch_size": CategoricalDistribution([32, 64])}, values=[900.0, 0.97],
+        user_attrs={"outcome": "ok", "metrics": {"throughput_samples_per_s": 900.0, "val_accuracy": 0.97}}))
+    with pytest.raises(BadInput, match="--where must name a metric the study's trials report; got 'val_acuracy'; "
+                                       "fix: --where with 'val_accuracy'"):
+        choose(study, None, None, ["val_acuracy >= 0.97"])
+    with pytest.raises(BadInput, match="got 'throughput_sample_per_s'; fix: --best with 'throughput_samples_per_s'"):
+        choose(study, "throughput_sample_per_s", None, [])
+    assert choose(study, None, None, ["val_accuracy >= 0.9"])["trials"] == [0]

@@ -122,6 +122,23 @@ def test_the_panel_names_what_the_budget_left_out_of_the_confirmation():
     assert "search.answer.not_confirmed" not in answer_tags(Answer.from_dict({**a.to_dict(), "not_confirmed": []}))
 
 
+def test_when_your_configuration_is_the_answer_mlflow_carries_the_rounds_that_showed_it():
+    """Was: `confirm_rounds=0`, no interval, although 6 interleaved rounds ran; the contender's figures were only
+    in the panel's note."""
+    from search.reports.answer import answer_metrics, answer_tags
+
+    fastest = {"params": {"loader.num_workers": 2}, "overrides": ["loader.num_workers=2"], "speedup": 0.86,
+               "ci_low": 0.46, "ci_high": 1.61, "rounds": 3}
+    a = Answer({"loader.num_workers": 0}, [], True, 1.0, 1.0, 1.0, 0, 0.9777, 0.9777, 0.005,
+               fastest_contender=fastest)
+    assert Answer.from_dict(a.to_dict()) == a
+    metrics = answer_metrics(a)
+    assert metrics["speedup_vs_baseline"] == 1.0 and metrics["confirm_rounds"] == 3
+    assert (metrics["fastest_contender_speedup"], metrics["fastest_contender_speedup_ci_low"],
+            metrics["fastest_contender_speedup_ci_high"]) == (0.86, 0.46, 1.61)
+    assert answer_tags(a)["search.answer.fastest_contender"] == "loader.num_workers=2"
+
+
 def test_the_baseline_widens_the_space_and_runs_once_per_missing_repeat():
     space = Space({"batch_size": CategoricalDistribution([32, 128]), "threads": IntDistribution(2, 4)}, [])
     widened, notes = fit_baseline(space, {"batch_size": 64, "threads": 1})

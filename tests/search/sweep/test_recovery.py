@@ -181,3 +181,19 @@ def test_a_retried_baseline_run_is_the_same_run_again_and_the_missing_seed_is_wh
     assert enqueue_baseline(lone, params, repeats=2, seed=0) == 1
     kept = [t for t in baseline_trials(lone) if t.state != TrialState.FAIL]
     assert sorted(str(t.user_attrs.get(SEED_ATTR)) for t in kept) == ["1", "None"]
+
+
+def test_a_stopped_confirmation_run_is_not_retried_the_next_sweep_confirms_again() -> None:
+    # was: "enqueued again ... the next sweep runs it first", and the next sweep dropped it unrun
+    import optuna
+
+    from search.sweep.recovery import retry
+    from search.sweep.roles import ROLE_ATTR
+
+    study = optuna.create_study()
+    for role, retried in (("confirm", False), ("seed_check", False), ("baseline", True)):
+        trial = study.ask()
+        trial.set_user_attr(ROLE_ATTR, role)
+        assert retry(study, trial, max_retries=1) is retried
+    [waiting] = study.get_trials(states=(TrialState.WAITING,))
+    assert waiting.user_attrs[ROLE_ATTR] == "baseline"

@@ -29,3 +29,21 @@ def test_the_gp_sampler_optimises_its_acquisition_batched() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     assert "greenlet" not in out.stderr
+
+
+def test_a_sampler_argument_of_the_wrong_kind_is_refused_before_anything_runs() -> None:
+    import pytest
+    from optuna.distributions import CategoricalDistribution
+
+    from hydra_plugins.search_sweeper.search_sweeper import _SAMPLER_ARGS, _SAMPLERS
+    from search.errors import BadInput
+
+    space = {"batch_size": CategoricalDistribution([32, 64])}
+    for name, target in _SAMPLERS.items():  # every sampler the config group offers builds as shipped
+        make_sampler({"_target_": target, "seed": None, **_SAMPLER_ARGS.get(name, {})}, seed=0, distributions=space)
+    # was: a GPSampler built with it, ran 8 trials, then failed comparing an int with a str, leaving the study
+    with pytest.raises(BadInput, match=r"hydra.sweeper.sampler.n_startup_trials must be a number; got 'abc'; "
+                                       r"fix: hydra.sweeper.sampler.n_startup_trials=10 \(its default\)"):
+        make_sampler({"_target_": "optuna.samplers.GPSampler", "n_startup_trials": "abc"}, seed=0, distributions=space)
+    with pytest.raises(BadInput, match="hydra.sweeper.sampler.multivariate must be true or false; got 'yes'"):
+        make_sampler({"_target_": "optuna.samplers.TPESampler", "multivariate": "yes"}, seed=0, distributions=space)

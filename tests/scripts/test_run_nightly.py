@@ -1,0 +1,46 @@
+"""scripts/nightly/run-nightly.sh as cron runs it: cron mails a job's output and ignores its exit status, so
+every status but 0 must print one line; the status is 0, 4, 5 or 75 whatever the interpreter ended with; a
+mistyped working directory is refused, not created. The interpreter here is a stand-in script that prints
+what the nightly prints and exits as told (the nightly itself runs in tests/search/nightly/)."""
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+from conftest import REPO
+
+SCRIPT = REPO / "scripts" / "nightly" / "run-nightly.sh"
+
+
+def night(tmp_path: Path, exit_status: int, directory: Path | None = None) -> subprocess.CompletedProcess:
+    stand_in = tmp_path / "python"
+    stand_in.write_text("#!/bin/sh\necho 'nightly: regression; report: nightly/2026-11-27/x/report/nightly.md and "
+                        f"nightly/2026-11-27/x/report/nightly.html'\nexit {exit_status}\n")
+    stand_in.chmod(0o755)
+    env = {**os.environ, "SEARCH_NIGHTLY_PYTHON": str(stand_in),
+           "SEARCH_NIGHTLY_DIR": str(directory or tmp_path / "work")}
+    return subprocess.run(["bash", str(SCRIPT)], env=env, capture_output=True, text=True, timeout=60)
+
+
+def test_a_regression_says_so_on_stderr_with_the_report_and_the_log(tmp_path: Path) -> None:
+    (tmp_path / "work").mkdir()
+    done = night(tmp_path, 4)
+    assert done.returncode == 4 and done.stdout == ""
+    assert done.stderr.startswith("search nightly: REGRESSION (exit status 4); report: "
+                                  "nightly/2026-11-27/x/report/nightly.md; log: "), done.stderr  # was silent
+    assert night(tmp_path, 0).stderr == ""  # a fine night mails nothing
+
+
+def test_any_other_status_is_could_not_run(tmp_path: Path) -> None:
+    (tmp_path / "work").mkdir()
+    done = night(tmp_path, 137)  # killed (OOM, SIGKILL); 127: no interpreter
+    assert done.returncode == 5 and "could not run (exit status 5)" in done.stderr
+    log = next((tmp_path / "work" / "logs").glob("nightly-*.log")).read_text()
+    assert "ended with status 137: reported as 5" in log
+
+
+def test_a_mistyped_working_directory_is_refused_not_created(tmp_path: Path) -> None:
+    done = night(tmp_path, 0, directory=tmp_path / "wrok")
+    assert done.returncode == 5 and "SEARCH_NIGHTLY_DIR must be an existing directory" in done.stderr
+    assert not (tmp_path / "wrok").exists()

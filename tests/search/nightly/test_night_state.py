@@ -1,0 +1,115 @@
+"""A night's bookkeeping on real (in-memory) Optuna studies: what a killed night leaves for the next one, what
+a resumed night or a second worker enqueues, what still runs past max_wall_s, and a night whose incumbent
+went untested. The end-to-end nights are in test_nightly.py."""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import optuna
+from optuna.distributions import CategoricalDistribution
+from optuna.trial import TrialState, create_trial
+
+from search.errors import EXIT_NIGHTLY_FAILED
+from search.nightly import night as nightly
+from search.sweep.answer import ANSWER_ATTR
+from search.sweep.roles import ROLE_ATTR
+from search.sweep.trial_loop import out_of_time
+
+SPACE = {"batch_size": CategoricalDistribution([64, 256])}
+CFG = {"series": "s", "metric": "throughput_samples_per_s", "repeats": 3, "warm_start": 1, "alpha": 0.01,
+       "min_drop": 0.05}
+
+
+def add(study: optuna.Study, batch_size: int, throughput: float, accuracy: float, **attrs) -> None:
+    metrics = {"throughput_samples_per_s": throughput, "val_accuracy": accuracy}
+    study.add_trial(create_trial(params={"batch_size": batch_size}, distributions=SPACE, values=[throughput],
+                                 user_attrs={"outcome": "ok", "metrics": metrics, **attrs}))
+
+
+def night(storage: optuna.storages.BaseStorage, name: str, started: str) -> optuna.Study:
+    study = optuna.create_study(study_name=name, storage=storage, direction="maximize")
+    study.set_user_attr(nightly.SERIES, "s")
+    study.set_user_attr(nightly.STARTED, started)
+    return study
+
+
+def test_a_night_killed_before_its_answer_is_nobodys_incumbent() -> None:
+    storage = optuna.storages.InMemoryStorage()
+    done = night(storage, "n1", "2026-11-25T02:00:00+0000")
+    add(done, 64, 1400.0, 0.83, **{ROLE_ATTR: "baseline"})
+    add(done, 256, 2000.0, 0.43)
+    done.set_user_attr(ANSWER_ATTR, {"params": {"batch_size": 64}})
+    killed = night(storage, "n2", "2026-11-26T02:00:00+0000")
+    add(killed, 64, 1400.0, 0.83, **{ROLE_ATTR: "baseline"})
+    add(killed, 256, 2000.0, 0.43)  # the fastest, at half the accuracy: was the next night's incumbent
+    assert nightly.night_result(done, CFG["metric"]).params == {"batch_size": 64}
+    assert nightly.night_result(killed, CFG["metric"]) is None
+    tonight = optuna.create_study(study_name="n3", storage=storage, direction="maximize")
+    found = nightly.start(CFG, tonight, storage, SPACE)
+    assert found.incumbent_night == "n1" and found.incumbent.params == {"batch_size": 64}
+
+
+def test_a_resumed_night_or_a_second_worker_enqueues_nothing_twice() -> None:
+    storage = optuna.storages.InMemoryStorage()
+    done = night(storage, "n1", "2026-11-25T02:00:00+0000")
+    add(done, 64, 1400.0, 0.83, **{ROLE_ATTR: "baseline"})
+    add(done, 256, 1300.0, 0.80)
+    done.set_user_attr(ANSWER_ATTR, {"params": {"batch_size": 64}})
+    tonight = optuna.create_study(study_name="n2", storage=storage, direction="maximize")
+    assert nightly.start(CFG, tonight, storage, SPACE).enqueued == 3 + 1  # the incumbent's repeats, one warm start
+    assert nightly.start(CFG, tonight, storage, SPACE, first=False).enqueued == 0  # another worker
+    assert nightly.start(CFG, tonight, storage, SPACE).enqueued == 0  # the night run again: was 4 more each time
+    waiting = tonight.get_trials(states=(TrialState.WAITING,))
+    assert [t.user_attrs[nightly.ROLE] for t in waiting] == ["incumbent"] * 3 + ["warm_start"]
+    trial = tonight.ask()  # one repeat ran ok (a killed one is FAIL, and enqueued again as a retry)
+    tonight.tell(trial, 1400.0)
+    assert nightly.start(CFG, tonight, storage, SPACE).enqueued == 0
+
+
+def test_past_max_wall_s_only_your_configuration_and_the_incumbents_repeats_still_run() -> None:
+    study = optuna.create_study()
+    past, future = time.monotonic() - 1, time.monotonic() + 60
+    assert not out_of_time(study, None) and not out_of_time(study, future) and out_of_time(study, past)
+    study.enqueue_trial({"batch_size": 64}, user_attrs={nightly.ROLE: "warm_start"})
+    assert out_of_time(study, past)  # a search trial: not after the deadline
+    study.enqueue_trial({"batch_size": 64}, user_attrs={nightly.ROLE: "incumbent"})
+    assert not out_of_time(study, past)  # was: skipped, and the night said "No regression" with exit 0
+
+
+def test_an_incumbent_not_measured_again_is_not_a_fine_night(tmp_path: Path) -> None:
+    storage = optuna.storages.InMemoryStorage()
+    done = night(storage, "n1", "2026-11-25T02:00:00+0000")
+    for throughput in (1400.0, 1410.0, 1390.0):
+        add(done, 64, throughput, 0.83)
+    tonight = optuna.create_study(study_name="n2", storage=storage, direction="maximize")
+    state = nightly.start(CFG, tonight, storage, SPACE)
+    for trial in tonight.get_trials(states=(TrialState.WAITING,)):  # its repeats all failed tonight
+        tonight.tell(tonight.ask(), state=TrialState.FAIL)
+    add(tonight, 256, 1500.0, 0.80)
+    assert nightly.finish(state, [CFG["metric"]], tmp_path, None, []) == EXIT_NIGHTLY_FAILED
+    report = (tmp_path / "nightly.md").read_text()
+    assert "# Nightly n2: UNTESTED" in report and "**NOT TESTED**" in report and "No regression" not in report
+    assert tonight.user_attrs[nightly.VERDICT] == "untested"
+
+
+def test_what_a_killed_earlier_night_left_running_is_closed_not_retried(capsys) -> None:
+    import socket
+    from types import SimpleNamespace
+
+    from search.nightly.sweep_hooks import NightlyHooks
+    from search.sweep.recovery import WORKER_ATTR
+    from search.sweep.trial_loop import recover
+
+    storage = optuna.storages.InMemoryStorage()
+    killed = night(storage, "n1", "2026-11-25T02:00:00+0000")
+    trial = killed.ask()
+    trial.set_user_attr(WORKER_ATTR, f"{socket.gethostname()}:999999999:t1")  # its sweep's process is gone
+    hooks = NightlyHooks(dict(CFG))
+    hooks.start(optuna.create_study(study_name="n2", storage=storage), storage, SPACE)
+    assert [s.study_name for s in hooks.earlier_studies()] == ["n1"]
+    for past in hooks.earlier_studies():  # as the sweep does at the start of the next night
+        recover(past, SimpleNamespace(stale_after_s=60.0, max_retries=1), retry=False)
+    [closed] = killed.get_trials()  # was left RUNNING for good: a killed night is never resumed
+    assert closed.state == TrialState.FAIL and closed.user_attrs["outcome"] == "crashed"
+    assert "trial 0 of study 'n1' was left running by a killed sweep: closed as failed\n" in capsys.readouterr().out
