@@ -250,26 +250,20 @@ class SweeperImpl:
         workers.mark(study, "searching")  # first: a worker about to confirm sees this one (search/sweep/workers.py)
         workers.drop_stopped_confirmation(study, self.settings.stale_after_s)
         first = workers.enqueues_baseline(study, self.settings.stale_after_s)  # the first worker enqueues
-        if self.baseline is not None:
-            params, seed = self.baseline
-            shown = " ".join(f"{k}={v}" for k, v in params.items())
-            if first:
-                runs = enqueue_baseline(study, params, self.settings.baseline_repeats, seed)
-                said = f"runs first, {runs} time(s), never stopped early" if runs else "measured already in this study"
-            else:
-                runs, said = 0, "enqueued by the first worker of this study"
-            print(f"baseline, your configuration ({shown}): {said}", flush=True)
-            if runs and len(study.trials) == len(baseline_trials(study)):  # a fresh study
-                self._start_design(study, plan, params, room=self.settings.n_trials - runs)
-            elif first:  # a killed sweep's waiting trials run first (Optuna hands them out oldest first)
-                waiting = len(study.get_trials(deepcopy=False, states=(TrialState.WAITING,)))
-                if moves := enqueue_deferred(study, room=self.settings.n_trials - waiting):
-                    left = len(deferred(study))
-                    print(f"start: {len(moves)} move(s) an earlier sweep of this study had no room for run "
-                          + (f"after the {waiting} trial(s) waiting before them" if waiting else "first") + " ("
-                          + ", ".join(f"{knob}={p[knob]}" for knob, p in moves) + ")"
-                          + (f"; {left} more wait for a later sweep" if left else ""), flush=True)
+        fresh = self._enqueue_baseline(study, first)
+        # The hooks' runs next (nightly's repeats of last night's answer), ahead of the search's: they run whatever
+        # the time (hooks.max_wall_s), and Optuna hands out waiting trials oldest first.
         extra = self.hooks.start(study, plan.storage, plan.space.distributions, first)
+        if self.baseline is not None and fresh:
+            self._start_design(study, plan, self.baseline[0], room=self.settings.n_trials - fresh)
+        elif self.baseline is not None and first:  # a killed sweep's waiting trials run first
+            waiting = len(study.get_trials(deepcopy=False, states=(TrialState.WAITING,)))
+            if moves := enqueue_deferred(study, room=self.settings.n_trials - waiting):
+                left = len(deferred(study))
+                print(f"start: {len(moves)} move(s) an earlier sweep of this study had no room for run "
+                      + (f"after the {waiting} trial(s) waiting before them" if waiting else "first") + " ("
+                      + ", ".join(f"{knob}={p[knob]}" for knob, p in moves) + ")"
+                      + (f"; {left} more wait for a later sweep" if left else ""), flush=True)
         earlier = self.hooks.earlier_studies()  # a killed night is never resumed: what it left is closed here
         for past in earlier:
             recover(past, self.settings, retry=False)
@@ -278,6 +272,21 @@ class SweeperImpl:
         if (line := gpu_telemetry.notice()) is not None:
             print(line, flush=True)
         return extra
+
+    def _enqueue_baseline(self, study: optuna.Study, first: bool) -> int:
+        """Your configuration's runs, by the study's first worker, and the line saying so; how many were enqueued
+        into a fresh study (one that held nothing else: its start design follows), else 0."""
+        if self.baseline is None:
+            return 0
+        params, seed = self.baseline
+        shown = " ".join(f"{k}={v}" for k, v in params.items())
+        if first:
+            runs = enqueue_baseline(study, params, self.settings.baseline_repeats, seed)
+            said = f"runs first, {runs} time(s), never stopped early" if runs else "measured already in this study"
+        else:
+            runs, said = 0, "enqueued by the first worker of this study"
+        print(f"baseline, your configuration ({shown}): {said}", flush=True)
+        return runs if runs and len(study.trials) == len(baseline_trials(study)) else 0
 
     def _starts_from_design(self, plan: Plan) -> bool:
         return starts_from_design(self.settings.start_design, plan.for_answer, plan.sampler)
