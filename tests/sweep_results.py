@@ -49,6 +49,7 @@ def assert_one_line_and_nothing_created(workdir: Path, result, words: str) -> No
     assert len(lines) == 1, result.stderr
     assert lines[0].startswith("search: error: ") and "fix:" in lines[0], lines[0]
     assert words in lines[0], lines[0]
+    assert "never proposed together" not in result.stdout  # the space's notes come once every check passed
     assert "s3cret" not in result.stdout + result.stderr
     assert not (workdir / "multirun").exists()
     journal = workdir / "optuna.journal"

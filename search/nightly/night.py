@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -62,8 +63,17 @@ def hardware(study: optuna.Study) -> dict[str, str]:
 def _earlier_nights(storage: Any, series: str, tonight: str) -> list[optuna.Study]:
     found = [s for s in storage.get_all_studies()
              if s.user_attrs.get(SERIES) == series and s.study_name != tonight and STARTED in s.user_attrs]
-    found.sort(key=lambda s: s.user_attrs[STARTED], reverse=True)
+    found.sort(key=lambda s: _started(s.user_attrs[STARTED]), reverse=True)
     return [optuna.load_study(study_name=s.study_name, storage=storage) for s in found]
+
+
+def _started(stamp: str) -> datetime:
+    """When a night started, as a moment: the attribute is local time with its UTC offset, and as text nights
+    started under two offsets (a DST change, another machine's zone) sort wrongly."""
+    try:
+        return datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%S%z")
+    except ValueError:  # not written by this module: after every night that was
+        return datetime.min.replace(tzinfo=timezone.utc)
 
 
 def _fits(params: Mapping[str, Any], distributions: Mapping[str, BaseDistribution]) -> bool:
@@ -114,13 +124,13 @@ def start(cfg: Mapping[str, Any], study: optuna.Study, storage: Any,
     skip = key(night.incumbent.params) if night.incumbent else None
     warm = [c for c in ranked(list(pool.values()), metric)
             if key(c.params) != skip and _fits(c.params, distributions)][:int(cfg["warm_start"])]
-    warm_enqueued = sum(_enqueue(study, cand.params, "warm_start", 1) for cand in warm) if first else 0
-    night.enqueued += warm_enqueued
+    repeats = night.enqueued
+    night.enqueued += sum(_enqueue(study, cand.params, "warm_start", 1) for cand in warm) if first else 0
     inc = f"incumbent from {night.incumbent_night}" if night.incumbent else "no earlier night"
-    said = (f"{night.enqueued - warm_enqueued} run(s) of it and {warm_enqueued} warm-start configuration(s) "
-            f"enqueued" if first else "its runs and the warm start enqueued by the study's first worker")
-    print(f"nightly: {len(night.earlier)} earlier nights in series {cfg['series']!r}; {inc}; "
-          + (said if night.incumbent else said.replace("0 run(s) of it and ", "")), flush=True)
+    said = ((f"{repeats} run(s) of it, " if night.incumbent else "")
+            + f"{night.enqueued - repeats} warm-start configuration(s) enqueued" if first
+            else "what it reruns enqueued by the study's first worker")
+    print(f"nightly: {len(night.earlier)} earlier nights in series {cfg['series']!r}; {inc}; {said}", flush=True)
     return night
 
 
@@ -148,6 +158,19 @@ def night_result(study: optuna.Study, metric: str) -> Candidate | None:
         # nobody's incumbent or best ever.
         return None
     return best(candidates(trials), metric)
+
+
+def night_metrics(summary: Any) -> dict[str, float]:
+    """Numbers of the night on its MLflow parent run, to chart nights side by side (the trial runs hold the rest):
+    tonight's result's median `metric`, and the incumbent's test, its median change (a fraction, -0.05: 5% slower)
+    and p-value. Non-finite ones (no test) are left out by the logger."""
+    metric, out = summary.metric, {}
+    if summary.tonight is not None and metric in summary.tonight.metrics:
+        out[f"nightly_result_{metric}"] = summary.tonight.metrics[metric]
+    if summary.verdict is not None:
+        out.update(nightly_incumbent_change_fraction=summary.verdict.change,
+                   nightly_incumbent_p_value=summary.verdict.p_value)
+    return out
 
 
 def run_tags(night: Night) -> dict[str, str]:
@@ -201,7 +224,7 @@ def finish(night: Night, metric_names: list[str], out_dir: Path, parent_run_id: 
     print(f"nightly: {status}; report: {files[0]} and {files[1]}", flush=True)
     problem = log_report(parent_run_id, files, tags={
         **run_tags(night), VERDICT: status,
-        "search.nightly.regression": str(status == "regression").lower()})
+        "search.nightly.regression": str(status == "regression").lower()}, metrics=night_metrics(summary))
     if problem:
         print(f"warning: the nightly report is not in MLflow ({problem}); it is on disk", flush=True)
-    return {"ok": 0, "regression": EXIT_REGRESSION, "failed": EXIT_NIGHTLY_FAILED, "untested": EXIT_NIGHTLY_FAILED}[status]
+    return {"ok": 0, "regression": EXIT_REGRESSION}.get(status, EXIT_NIGHTLY_FAILED)  # failed, untested: 5

@@ -67,19 +67,19 @@ def _check_attributable(trials_per_gpu: int, metrics: list[str] | None, constrai
                        f"trial); got {trials_per_gpu}; fix: hydra.sweeper.trials_per_gpu=1")
 
 
-def _as_trials_see_it(hardware: Any, settings: SweepSettings) -> Any:
+def _as_trials_see_it(hardware: Any, settings: SweepSettings) -> tuple[Any, str | None]:
     """The machine as this sweep's trials get it: a trial's GPUs are distinct device slots' GPUs, so
     with ``hydra.sweeper.slots`` below the visible GPUs no trial gets more than the slots hold (a larger
     ``parallel.devices`` was started on fewer GPUs and ended infeasible, trial after trial)."""
     if not hardware.gpu_count:
-        return hardware
+        return hardware, None
     slots = device_slots.make_slots(settings.slots, settings.trials_per_gpu, hardware.gpu_count)
     usable = len({slot.gpu for slot in slots})
     if usable >= hardware.gpu_count:
-        return hardware
-    print(f"note: hydra.sweeper.slots={settings.slots} gives trials {usable} of the {hardware.gpu_count} visible GPUs, "
-          f"so a trial runs on at most {usable} (parallel.devices); more: hydra.sweeper.slots=auto", flush=True)
-    return dataclasses.replace(hardware, gpu_count=usable)
+        return hardware, None
+    return dataclasses.replace(hardware, gpu_count=usable), (
+        f"note: hydra.sweeper.slots={settings.slots} gives trials {usable} of the {hardware.gpu_count} visible GPUs, "
+        f"so a trial runs on at most {usable} (parallel.devices); more: hydra.sweeper.slots=auto")
 
 
 def plan_sweep(settings: SweepSettings, jobs: Jobs, hooks: SweepHooks, sweep_dir: Path, arguments: list[str]) -> Plan:
@@ -87,6 +87,7 @@ def plan_sweep(settings: SweepSettings, jobs: Jobs, hooks: SweepHooks, sweep_dir
     pruner = make_pruner(settings.pruner)
     space = build_space(settings.params, arguments)
     measures_accuracy, probed = True, []
+    said: list[str] = []  # what the space lost or may not combine: printed once every check passed
     if jobs.runs_our_trials():
         space = _reproducible(space, jobs)
         probed = _check_knob_values(jobs, space)  # first: an unknown value is wrong everywhere
@@ -95,13 +96,12 @@ def plan_sweep(settings: SweepSettings, jobs: Jobs, hooks: SweepHooks, sweep_dir
             space, line = keep_applied(space, probed[0].objective.knobs,
                                        f"objective.callable {probed[0].objective.callable}",
                                        flatten(jobs.compose_trial(space.fixed_overrides)))
-            if line:
-                print(line, flush=True)
+            said += [line] if line else []
         measures_accuracy = bool(probed[0].objective.measures_accuracy)
-        hardware = _as_trials_see_it(machine_hardware(), settings) if jobs.run_here() else machine_hardware()
+        hardware, line = _as_trials_see_it(machine_hardware(), settings) if jobs.run_here() \
+            else (machine_hardware(), None)
         space, notes = fit_to_rules(space, probed[0], hardware)  # search/sweep/combinations.py
-        for line in notes:
-            print(line, flush=True)
+        said += ([line] if line else []) + notes
     else:
         for extra in [[]] + [[to_override(k, getattr(d, "choices", [getattr(d, "low", None)])[0])]
                              for k, d in space.distributions.items()]:
@@ -124,6 +124,8 @@ def plan_sweep(settings: SweepSettings, jobs: Jobs, hooks: SweepHooks, sweep_dir
         space = _probe_batch_size(jobs, space)  # last: the cheap checks above fail first
     sampler = make_sampler(settings.sampler, settings.seed, space.distributions)
     _check_one_metric_sampler(sampler, metrics, directions)
+    for line in said:  # not before a refusal: an error's one line was preceded by "never proposed together ..."
+        print(line, flush=True)
     name = settings.study_name or jobs.default_study_name()
     storage = open_storage(settings.storage)  # creates the journal file: after every check
     # Only this package's trials report a curve and run the probe, and only with an accuracy to report.

@@ -59,6 +59,7 @@ def check_database_url(url: str) -> None:
 
     remember(url)
     fix = "start the database or correct hydra.sweeper.storage"
+    sqlite_fix = "point hydra.sweeper.storage at a writable file in an existing directory (sqlite:///<path>)"
     try:
         parsed = make_url(url)
     except ArgumentError:
@@ -69,7 +70,7 @@ def check_database_url(url: str) -> None:
                        f"password at the first '@'); got {redact(url)}; fix: write each '@' of the password as %40")
     if parsed.get_backend_name() == "sqlite":
         if parsed.database and parsed.database != ":memory:" and not parsed.database.startswith("file:"):
-            check_sqlite_file(Path(parsed.database), "the study's SQLite database", fix)
+            check_sqlite_file(Path(parsed.database), "the study's SQLite database", sqlite_fix)
         return
     try:
         engine = create_engine(parsed, poolclass=NullPool)
@@ -78,12 +79,13 @@ def check_database_url(url: str) -> None:
                        f"fix: pip install 'search[postgres]' (psycopg) or the driver SQLAlchemy names") from None
     except Exception as err:  # an unknown dialect, a bad option
         raise BadInput(f"the study storage must be a URL SQLAlchemy can open; got {redact(url)} "
-                       f"({type(err).__name__}); fix: {fix}") from None
+                       f"({type(err).__name__}); fix: postgresql://user:password@host:5432/dbname, "
+                       f"sqlite:///path/to/file.db or a journal file path") from None
     try:
         with engine.connect() as conn:
             conn.execute(text("SELECT 1"))
     except Exception as err:  # refused connection, bad credentials, unknown database
-        reason = " ".join(str(err).split())[:200]
+        reason = " ".join(str(err).split("(Background on this error at")[0].split())[:200]  # SQLAlchemy's link
         raise BadInput(f"the study storage must be reachable; got {redact(url)} ({type(err).__name__}: "
                        f"{redact(reason)}); fix: {fix}") from None
     finally:
@@ -122,6 +124,6 @@ def check_tracking_uri(uri: str | None = None) -> None:
     try:
         MlflowClient(uri).search_experiments(max_results=1)
     except Exception as err:  # refused connection, bad scheme, a server error
-        reason = " ".join(str(err).split())[:200]
+        reason = " ".join(str(err).split("(Background on this error at")[0].split())[:200]  # SQLAlchemy's link
         raise BadInput(f"the MLflow tracking URI must be reachable; got {redact(uri)} "
                        f"({type(err).__name__}: {redact(reason)}); fix: {fix}") from None

@@ -165,8 +165,8 @@ def missing_local_store() -> str | None:
 
 
 def log_report(run_id: str | None, files: list[Path], tags: Mapping[str, str] | None = None,
-               artifact_path: str = "report") -> str | None:
-    """Attach report files (and tags) to a sweep's parent run. Returns None, or
+               artifact_path: str = "report", metrics: Mapping[str, float] | None = None) -> str | None:
+    """Attach report files (and tags, metrics) to a sweep's parent run. Returns None, or
     why it could not (MLflow down): the files stay on disk either way."""
     if run_id is None:
         return "no MLflow parent run is known for this study"
@@ -178,6 +178,8 @@ def log_report(run_id: str | None, files: list[Path], tags: Mapping[str, str] | 
             client.log_artifact(run_id, str(path), artifact_path)
         for key, value in (tags or {}).items():
             client.set_tag(run_id, key, redact(str(value))[:_MAX_PARAM_CHARS])
+        if metrics:
+            log_values(client, run_id, metrics=metrics)
     except Exception as err:  # unreachable server, unwritable artifact store
         return f"{type(err).__name__}: {redact(' '.join(str(err).split())[:160])}"
     return None

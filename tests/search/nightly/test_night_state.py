@@ -113,3 +113,10 @@ def test_what_a_killed_earlier_night_left_running_is_closed_not_retried(capsys) 
     [closed] = killed.get_trials()  # was left RUNNING for good: a killed night is never resumed
     assert closed.state == TrialState.FAIL and closed.user_attrs["outcome"] == "crashed"
     assert "trial 0 of study 'n1' was left running by a killed sweep: closed as failed\n" in capsys.readouterr().out
+
+
+def test_nights_are_ordered_by_the_moment_they_started_whatever_their_offsets() -> None:
+    storage = optuna.storages.InMemoryStorage()
+    night(storage, "late", "2026-11-27T20:00:00-0500")  # 01:00 UTC on the 28th
+    night(storage, "early", "2026-11-27T23:30:00+0000")  # as text this one sorted last, so it was "last night"
+    assert [s.study_name for s in nightly._earlier_nights(storage, "s", "tonight")] == ["late", "early"]

@@ -110,6 +110,10 @@ def test_nights_warm_start_compare_and_catch_a_regression_without_a_false_alarm(
     assert "None (same as night-1)." in text  # no software or hardware change between the nights
     parent = nights.parent_run("night-2")
     assert parent.data.tags["search.nightly"] == "true" and parent.data.tags[VERDICT] == "ok"
+    # the night's own numbers, to chart nights side by side without opening their trials
+    assert parent.data.metrics["nightly_result_throughput_samples_per_s"] > 0
+    assert 0 <= parent.data.metrics["nightly_incumbent_p_value"] <= 1
+    assert "nightly_incumbent_change_fraction" in parent.data.metrics
     assert {a.path for a in nights.client.list_artifacts(parent.info.run_id, "report")} >= {
         "report/nightly.md", "report/nightly.html", "report/pareto_front.png", "report/plots.html"}
     assert nights.client.get_run(incumbent[0].user_attrs["mlflow_run_id"]).data.tags[ROLE] == "incumbent"

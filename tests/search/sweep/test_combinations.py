@@ -113,17 +113,16 @@ def test_the_fixed_base_parses_swept_keys_at_their_defaults() -> None:
     assert parse_values({}) == TrialConfig()
 
 
-def test_fewer_device_slots_than_gpus_bound_a_trials_ranks_before_the_first_trial(capsys) -> None:
+def test_fewer_device_slots_than_gpus_bound_a_trials_ranks_before_the_first_trial() -> None:
     from types import SimpleNamespace
 
     from search.sweep.planning import _as_trials_see_it
 
     eight = Hardware(cpu_cores=64, gpu_count=8, compute_capability=(9, 0))
-    two_slots = _as_trials_see_it(eight, SimpleNamespace(slots=2, trials_per_gpu=1))
-    assert two_slots.gpu_count == 2 and "gives trials 2 of the 8 visible GPUs" in capsys.readouterr().out
+    two_slots, note = _as_trials_see_it(eight, SimpleNamespace(slots=2, trials_per_gpu=1))
+    assert two_slots.gpu_count == 2 and "gives trials 2 of the 8 visible GPUs" in note
     space, notes = fit(["parallel.devices=choice(1,2,4)"], two_slots)  # was: 4 started on 2 GPUs, infeasible
     assert space.distributions["parallel.devices"] == CategoricalDistribution([1, 2]) and "devices=4" in notes[0]
-    assert _as_trials_see_it(eight, SimpleNamespace(slots="auto", trials_per_gpu=1)) is eight
-    assert _as_trials_see_it(eight, SimpleNamespace(slots=16, trials_per_gpu=2)) is eight  # two per GPU, all 8
-    assert _as_trials_see_it(TWO_CORES, SimpleNamespace(slots=2, trials_per_gpu=1)) is TWO_CORES
-    assert capsys.readouterr().out == ""
+    assert _as_trials_see_it(eight, SimpleNamespace(slots="auto", trials_per_gpu=1)) == (eight, None)
+    assert _as_trials_see_it(eight, SimpleNamespace(slots=16, trials_per_gpu=2)) == (eight, None)  # 2 per GPU
+    assert _as_trials_see_it(TWO_CORES, SimpleNamespace(slots=2, trials_per_gpu=1)) == (TWO_CORES, None)
