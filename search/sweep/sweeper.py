@@ -328,7 +328,11 @@ class SweeperImpl:
         """The front, the plots, the hooks' end, the answer; exit non-zero when the sweep gave up or a hook says so."""
         print_front(study, metric_names)
         report_dir = self.sweep_dir / "report"
-        if self.settings.report:
+        if self.settings.report and not last:  # another worker still searches: its report holds the whole study
+            plot_files = []
+            print("report: left to the last worker searching this study (its <sweep dir>/report and MLflow sweep "
+                  "run get the plots of every trial)", flush=True)
+        elif self.settings.report:
             plot_files = write_report(study, report_dir, sweep.parent_run_id)
         else:
             plot_files = []

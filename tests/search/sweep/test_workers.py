@@ -82,16 +82,20 @@ def test_two_sweeps_started_together_keep_separate_sweep_dirs(workdir: Path) -> 
                "train.budget_samples=256", "parallel.devices=1", "loader.num_workers=0"]
     procs = [subprocess.Popen(command, cwd=workdir, env=env, text=True, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE) for _ in range(2)]
+    outs = []
     for proc in procs:
         out, err = proc.communicate(timeout=600)
         assert proc.returncode == 0, err[-3000:]
-    sweep_dirs = sorted(p.parent for p in workdir.glob("multirun/*/*/report"))
+        outs.append(out)
+    sweep_dirs = sorted(p.parent for p in workdir.glob("multirun/*/*/0"))
     assert len(sweep_dirs) == 2, sorted(str(p.relative_to(workdir)) for p in workdir.glob("multirun/*/*"))
+    # one study, two workers: the last one searching writes its report (the other's would be a partial one)
+    assert len(list(workdir.glob("multirun/*/*/report/*.html"))) >= 1
+    assert sum("report: left to the last worker searching this study" in out for out in outs) <= 1
     for sweep_dir in sweep_dirs:
         assert re.fullmatch(r"\d{4}-\d{2}-\d{2}/\d{2}-\d{2}-\d{2}-[0-9a-f]{6}",
                             str(sweep_dir.relative_to(workdir / "multirun")))  # Hydra's layout, plus an id
-        assert sorted(p.name for p in sweep_dir.iterdir() if p.is_dir()) == ["0", "1", "report"]
-        assert list((sweep_dir / "report").glob("*.html"))
+        assert {"0", "1"} <= {p.name for p in sweep_dir.iterdir() if p.is_dir()}
         for job in ("0", "1"):  # each job ran in its own sweep's directory
             saved = OmegaConf.load(sweep_dir / job / ".hydra" / "hydra.yaml")
             assert Path(saved.hydra.runtime.output_dir) == (sweep_dir / job).resolve()
@@ -171,7 +175,7 @@ def test_workers_with_the_baseline_run_it_once_and_the_last_one_confirms(workdir
     url = f"sqlite:///{workdir}/study.db"
     env = {**os.environ, "PYTHONPATH": pythonpath(), "MLFLOW_TRACKING_URI": f"sqlite:///{workdir}/mlflow.db"}
     procs = [subprocess.Popen(
-        [sys.executable, "-m", "search", "multirun", NO_REPORT, f"hydra.sweeper.storage={url}", "hydra.sweeper.study_name=b",
+        [sys.executable, "-m", "search", "multirun", f"hydra.sweeper.storage={url}", "hydra.sweeper.study_name=b",
          f"hydra.sweeper.n_trials={n}", "hydra.sweeper.params=null", "batch_size=choice(32,64,128)",
          "precision=choice(fp32,bf16)", "train.budget_samples=1500", "parallel.devices=1", "loader.num_workers=0",
          f"hydra.sweep.dir=multirun/{i}"],
@@ -189,6 +193,9 @@ def test_workers_with_the_baseline_run_it_once_and_the_last_one_confirms(workdir
     assert ANSWER_ATTR in study.user_attrs
     assert "confirmation: left to the last worker still searching" in outs[0], outs[0][-3000:]
     assert "╭─ the answer" in outs[1] and "╭─ the answer" not in outs[0]  # the panel (search/reports/answer.py)
+    # the report too: the first worker's would plot half the study (it wrote one before the last worker's)
+    assert "report: left to the last worker searching this study" in outs[0]
+    assert not (workdir / "multirun" / "0" / "report").exists() and list((workdir / "multirun/1/report").glob("*.png"))
     confirming = {t.user_attrs.get(WORKER_ATTR) for t in trials if t.user_attrs.get(ROLE_ATTR) in ("confirm", "seed_check")}
     assert len(confirming) <= 1, confirming  # every confirmation trial ran on the worker that confirmed
     last_search = max(t.number for t in trials if t.user_attrs.get(ROLE_ATTR) is None)
