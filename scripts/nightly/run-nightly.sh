@@ -18,21 +18,28 @@
 # output (and ignores its status), so a quiet script would let a regression pass unseen.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-dir=${SEARCH_NIGHTLY_DIR:-$(cd "$here/../.." && pwd)}
+dir=${SEARCH_NIGHTLY_DIR-$(cd "$here/../.." && pwd)}  # set but empty: refused below, not the checkout
 python=${SEARCH_NIGHTLY_PYTHON:-python3}
 keep_days=${SEARCH_NIGHTLY_KEEP_DAYS:-60}
 
 say() { echo "search nightly: $*" >&2; }
 # A mistyped directory would start a series of its own ("first night", exit 0), not compare with the real one.
-if [ ! -d "$dir" ]; then
-  say "SEARCH_NIGHTLY_DIR must be an existing directory (the one holding earlier nights); got $dir; fix: create it or correct the path"
+if [ -z "$dir" ] || [ ! -d "$dir" ]; then
+  say "SEARCH_NIGHTLY_DIR must be an existing directory (the one holding earlier nights); got '$dir'; fix: create it or correct the path"
+  exit 5
+fi
+if [ ! -w "$dir" ]; then
+  say "SEARCH_NIGHTLY_DIR must be writable (the study, MLflow's store and the reports go there); got $dir; fix: run as its owner or chmod it"
   exit 5
 fi
 logs=${SEARCH_NIGHTLY_LOG_DIR:-$dir/logs}
 mkdir -p "$logs" || { say "cannot create the log directory $logs; fix: SEARCH_NIGHTLY_LOG_DIR=<a writable directory>"; exit 5; }
 log="$logs/nightly-$(date +%Y-%m-%d).log"
 
-exec 9>"$dir/.search-nightly.lock"
+if ! exec 9>"$dir/.search-nightly.lock"; then
+  say "cannot open the lock file $dir/.search-nightly.lock; fix: make $dir writable for this user"
+  exit 5
+fi
 if ! flock -n 9; then
   echo "$(date -Is) another nightly still holds $dir/.search-nightly.lock: not starting" >>"$log"
   say "not started: the previous night still runs (it holds $dir/.search-nightly.lock); log: $log"
@@ -41,7 +48,10 @@ fi
 
 cd "$dir" || exit 5
 echo "$(date -Is) nightly starts: $python -m search nightly $*" >>"$log"
-"$python" -m search nightly "$@" >>"$log" 2>&1
+start_line=$(wc -l <"$log")
+# In a subshell that outlives it (the `exit` keeps bash from exec'ing the interpreter in its place): if the
+# interpreter is killed, bash's "Killed" notice goes to the log, not to cron's mail.
+( "$python" -m search nightly "$@"; exit $? ) >>"$log" 2>&1
 status=$?
 case $status in
   0|4|5) ;;
@@ -51,7 +61,7 @@ echo "$(date -Is) nightly ended with status $status (0 fine, 4 regression, 5 cou
 find "$logs" -name 'nightly-*.log' -mtime "+$keep_days" -delete
 if [ "$status" -ne 0 ]; then
   verdict=$([ "$status" -eq 4 ] && echo "REGRESSION" || echo "could not run")
-  report=$(grep -o 'report: [^ ]*nightly\.md' "$log" | tail -1)
+  report=$(tail -n "+$((start_line + 1))" "$log" | grep -o 'report: [^ ]*nightly\.md' | tail -1)  # this night's
   say "$verdict (exit status $status); ${report:+$report; }log: $log"
 fi
 exit "$status"

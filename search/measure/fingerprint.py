@@ -8,6 +8,7 @@ CUDA driver in the sweep process, after which forked trials cannot use CUDA.
 """
 from __future__ import annotations
 
+import os
 import platform
 import socket
 
@@ -17,7 +18,7 @@ from search.measure.torch_build import torch_build
 
 TAG_PREFIX = "fingerprint."
 KEYS = ("gpu_name", "gpu_count", "driver_version", "cuda_version", "cudnn_version", "torch_version",
-        "python_version", "cpu_model", "cpu_count", "host", "os")
+        "python_version", "cpu_model", "cpu_count", "cpu_cores_usable", "host", "os")
 
 
 def collect() -> dict[str, str]:
@@ -26,7 +27,8 @@ def collect() -> dict[str, str]:
     out.update(
         python_version=platform.python_version(),
         cpu_model=cpu_model(),
-        cpu_count=str(cpu_cores()),  # the cores this process may run on (taskset, a cpuset): what trials get
+        cpu_count=str(os.cpu_count() or 0),  # the machine's: nightly's "same hardware"
+        cpu_cores_usable=str(cpu_cores()),  # what this process may run on (taskset, a cpuset): a change, not a machine
         host=socket.gethostname() or "unknown",
         os=platform.platform(),
     )

@@ -24,7 +24,8 @@ class Summary:
     incumbent_night: str | None = None
     incumbent_tonight: Candidate | None = None
     verdict: Verdict | None = None
-    last_night: str | None = None
+    last_night: str | None = None  # the latest earlier night on this hardware with a result
+    previous_night: str | None = None  # the night before tonight, whatever it found (the changes since)
     last_best: Candidate | None = None
     best_ever: Candidate | None = None
     best_ever_night: str | None = None
@@ -58,7 +59,8 @@ def markdown(s: Summary, status: str) -> str:
     lines = [f"# Nightly {s.study_name}: {status.upper()}", ""]
     lines += ["## Tonight's best", ""]
     if s.tonight is None:
-        lines += ["No trial ran `ok` tonight: see the sweep's log and the trials' outcomes in MLflow.", ""]
+        lines += ["No result tonight: no trial ran `ok`, or your configuration never did (the answer is measured "
+                  "against it): see the sweep's log and the trials' outcomes in MLflow.", ""]
     else:
         shown = [s.metric, *[o for o in s.metric_names if o != s.metric]]
         lines += [f"- configuration: {_config(s.tonight)}",
@@ -77,10 +79,10 @@ def markdown(s: Summary, status: str) -> str:
         lines += [f"{head}: last night's best ({s.incumbent_night}: {_config(s.incumbent)}) {did}.", "",
                   f"- {s.metric} before: {before}", f"- {s.metric} tonight: {now}", f"- {s.verdict.why}", ""]
     lines += ["## Software and hardware changes since last night", ""]
-    if s.last_night is None:
+    if s.previous_night is None:
         lines += ["First night of this series.", ""]
     else:
-        lines += [f"- {c}" for c in s.changes] or [f"None (same as {s.last_night})."]
+        lines += [f"- {c}" for c in s.changes] or [f"None (same as {s.previous_night})."]
         lines += [""]
     return "\n".join(lines)
 

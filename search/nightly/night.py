@@ -52,7 +52,8 @@ class Night:
     earlier: list[optuna.Study] = field(default_factory=list)  # same series, newest first
     incumbent: Candidate | None = None  # last night's best on this hardware
     incumbent_night: str | None = None
-    enqueued: int = 0
+    enqueued: int = 0  # by this start
+    on_top: int = 0  # waiting to run on top of n_trials: tonight's repeats and warm starts (a resumed night's too)
 
 
 def hardware(study: optuna.Study) -> dict[str, str]:
@@ -131,6 +132,9 @@ def start(cfg: Mapping[str, Any], study: optuna.Study, storage: Any,
             + f"{night.enqueued - repeats} warm-start configuration(s) enqueued" if first
             else "what it reruns enqueued by the study's first worker")
     print(f"nightly: {len(night.earlier)} earlier nights in series {cfg['series']!r}; {inc}; {said}", flush=True)
+    if first:  # a resumed night's leftovers count too: they ran in place of the night's new trials
+        night.on_top = sum(1 for t in study.get_trials(deepcopy=False, states=(TrialState.WAITING,))
+                           if t.user_attrs.get(ROLE) in ("incumbent", "warm_start"))
     return night
 
 
@@ -204,15 +208,16 @@ def finish(night: Night, metric_names: list[str], out_dir: Path, parent_run_id: 
         summary.verdict = compare(now.values(metric) if now else [], night.incumbent.values(metric),
                                   float(cfg["alpha"]), float(cfg["min_drop"]))
         summary.incumbent_tonight = now
-    if night.earlier:
-        last = night.earlier[0]
-        summary.last_night = last.study_name
-        summary.last_best = night_result(last, metric)
-        summary.changes = fingerprint.diff(fingerprint.from_tags(last.user_attrs),
-                                           fingerprint.from_tags(night.study.user_attrs), ignore_host=False)
     here = hardware(night.study)
-    for past in night.earlier:
+    if night.earlier:  # what changed since the night before, whatever it found
+        previous = night.earlier[0]
+        summary.previous_night = previous.study_name
+        summary.changes = fingerprint.diff(fingerprint.from_tags(previous.user_attrs),
+                                           fingerprint.from_tags(night.study.user_attrs), ignore_host=False)
+    for past in night.earlier:  # newest first; on this hardware, nights with a result (a killed one has none)
         found = night_result(past, metric) if hardware(past) == here else None
+        if found and summary.last_best is None:  # "versus last night's best", chosen as the incumbent is
+            summary.last_best, summary.last_night = found, past.study_name
         if found and (summary.best_ever is None or found.metrics[metric] > summary.best_ever.metrics[metric]):
             summary.best_ever, summary.best_ever_night = found, past.study_name
     # Not tested though there was something to test (its repeats failed, or left the space): not a fine night.

@@ -28,7 +28,7 @@ class NightlyHooks:
     def start(self, study: optuna.Study, storage: Any, distributions: Mapping[str, BaseDistribution],
               first: bool = True) -> int:
         self.night = nightly.start(self.cfg, study, storage, distributions, first)
-        return self.night.enqueued
+        return self.night.on_top
 
     def earlier_studies(self) -> list[optuna.Study]:
         return list(self.night.earlier) if self.night else []

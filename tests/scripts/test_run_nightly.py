@@ -13,13 +13,17 @@ from conftest import REPO
 SCRIPT = REPO / "scripts" / "nightly" / "run-nightly.sh"
 
 
-def night(tmp_path: Path, exit_status: int, directory: Path | None = None) -> subprocess.CompletedProcess:
+REPORTS = ("echo 'nightly: regression; report: nightly/2026-11-27/x/report/nightly.md and "
+           "nightly/2026-11-27/x/report/nightly.html'\n")
+
+
+def night(tmp_path: Path, exit_status: int, directory: Path | str | None = None,
+          prints: str = REPORTS) -> subprocess.CompletedProcess:
     stand_in = tmp_path / "python"
-    stand_in.write_text("#!/bin/sh\necho 'nightly: regression; report: nightly/2026-11-27/x/report/nightly.md and "
-                        f"nightly/2026-11-27/x/report/nightly.html'\nexit {exit_status}\n")
+    stand_in.write_text(f"#!/bin/sh\n{prints}exit {exit_status}\n" if exit_status != 137 else "#!/bin/sh\nkill -9 $$\n")
     stand_in.chmod(0o755)
     env = {**os.environ, "SEARCH_NIGHTLY_PYTHON": str(stand_in),
-           "SEARCH_NIGHTLY_DIR": str(directory or tmp_path / "work")}
+           "SEARCH_NIGHTLY_DIR": str(tmp_path / "work" if directory is None else directory)}
     return subprocess.run(["bash", str(SCRIPT)], env=env, capture_output=True, text=True, timeout=60)
 
 
@@ -36,6 +40,7 @@ def test_any_other_status_is_could_not_run(tmp_path: Path) -> None:
     (tmp_path / "work").mkdir()
     done = night(tmp_path, 137)  # killed (OOM, SIGKILL); 127: no interpreter
     assert done.returncode == 5 and "could not run (exit status 5)" in done.stderr
+    assert len(done.stderr.splitlines()) == 1, done.stderr  # was bash's "Killed" notice besides
     log = next((tmp_path / "work" / "logs").glob("nightly-*.log")).read_text()
     assert "ended with status 137: reported as 5" in log
 
@@ -44,3 +49,12 @@ def test_a_mistyped_working_directory_is_refused_not_created(tmp_path: Path) -> 
     done = night(tmp_path, 0, directory=tmp_path / "wrok")
     assert done.returncode == 5 and "SEARCH_NIGHTLY_DIR must be an existing directory" in done.stderr
     assert not (tmp_path / "wrok").exists()
+    empty = night(tmp_path, 0, directory="")  # was: the checkout, silently
+    assert empty.returncode == 5 and "SEARCH_NIGHTLY_DIR must be an existing directory" in empty.stderr
+
+
+def test_the_line_names_this_nights_report_not_an_earlier_one_of_the_same_day(tmp_path: Path) -> None:
+    (tmp_path / "work").mkdir()
+    assert night(tmp_path, 4).returncode == 4
+    later = night(tmp_path, 5, prints="")  # could not run: no report of its own
+    assert later.returncode == 5 and "report:" not in later.stderr, later.stderr

@@ -34,7 +34,8 @@ def test_fingerprint_has_every_key_with_a_non_empty_string():
     fp = fingerprint.collect()
     assert list(fp) == list(fingerprint.KEYS)
     assert all(isinstance(v, str) and v for v in fp.values()), fp
-    assert fp["cpu_count"] == str(len(os.sched_getaffinity(0)))  # the cores this process may use (taskset)
+    assert fp["cpu_count"] == str(os.cpu_count())  # the machine's: nightly's same hardware under taskset too
+    assert fp["cpu_cores_usable"] == str(len(os.sched_getaffinity(0)))  # what taskset leaves: a change it reports
     assert fp["python_version"] == ".".join(map(str, sys.version_info[:3]))
     import torch
 

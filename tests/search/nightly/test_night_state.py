@@ -57,9 +57,11 @@ def test_a_resumed_night_or_a_second_worker_enqueues_nothing_twice() -> None:
     add(done, 256, 1300.0, 0.80)
     done.set_user_attr(ANSWER_ATTR, {"params": {"batch_size": 64}})
     tonight = optuna.create_study(study_name="n2", storage=storage, direction="maximize")
-    assert nightly.start(CFG, tonight, storage, SPACE).enqueued == 3 + 1  # the incumbent's repeats, one warm start
-    assert nightly.start(CFG, tonight, storage, SPACE, first=False).enqueued == 0  # another worker
-    assert nightly.start(CFG, tonight, storage, SPACE).enqueued == 0  # the night run again: was 4 more each time
+    started = nightly.start(CFG, tonight, storage, SPACE)
+    assert started.enqueued == started.on_top == 3 + 1  # the incumbent's repeats, one warm start
+    assert nightly.start(CFG, tonight, storage, SPACE, first=False).on_top == 0  # another worker
+    again = nightly.start(CFG, tonight, storage, SPACE)  # the night run again: was 4 more each time
+    assert again.enqueued == 0 and again.on_top == 4  # what waits still runs on top of n_trials
     waiting = tonight.get_trials(states=(TrialState.WAITING,))
     assert [t.user_attrs[nightly.ROLE] for t in waiting] == ["incumbent"] * 3 + ["warm_start"]
     trial = tonight.ask()  # one repeat ran ok (a killed one is FAIL, and enqueued again as a retry)
@@ -120,3 +122,31 @@ def test_nights_are_ordered_by_the_moment_they_started_whatever_their_offsets() 
     night(storage, "late", "2026-11-27T20:00:00-0500")  # 01:00 UTC on the 28th
     night(storage, "early", "2026-11-27T23:30:00+0000")  # as text this one sorted last, so it was "last night"
     assert [s.study_name for s in nightly._earlier_nights(storage, "s", "tonight")] == ["late", "early"]
+
+
+def test_last_nights_answer_crashing_tonight_is_reported_not_given_up_on(tmp_path: Path) -> None:
+    """Was: its 5 crashed repeats made the failure policy give up (exit 5, no new configuration), and the next
+    night took the same incumbent again and gave up again. Its crashes are data about it: the night searches on
+    and says NOT TESTED. A real sweep, through the product's user-objective path (tests/faulty_objective.py)."""
+    from conftest import NO_BASELINE, NO_REPORT, REPO, TESTS, pythonpath, run_search
+    from optuna.storages import JournalStorage
+    from optuna.storages.journal import JournalFileBackend
+
+    env = {"PYTHONPATH": pythonpath(REPO, TESTS), "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path}/mlflow.db"}
+    night_args = [NO_BASELINE, NO_REPORT, "objective=custom", "objective.callable=faulty_objective:objective",
+                  "hydra.sweeper.params=null", "batch_size=choice(16,32,64)", "hydra.sweeper.n_trials=2",
+                  "hydra.sweeper.nightly.repeats=5", "hydra.sweeper.nightly.warm_start=0"]
+    first = run_search("nightly", "hydra.sweeper.study_name=f1", "hydra.sweep.dir=f1", *night_args, cwd=tmp_path,
+                       env=env, timeout_s=300)
+    assert first.returncode == 0, first.stdout[-2000:] + first.stderr[-2000:]
+    storage = JournalStorage(JournalFileBackend(str(tmp_path / "optuna.journal")))
+    answer = nightly.night_result(optuna.load_study(study_name="f1", storage=storage), CFG["metric"])
+    crashing = ["+fault.kind=raise", f"+fault.on_batch_size={answer.params['batch_size']}"]
+    second = run_search("nightly", "hydra.sweeper.study_name=f2", "hydra.sweep.dir=f2", *night_args, *crashing,
+                        cwd=tmp_path, env=env, timeout_s=300)
+    assert second.returncode == EXIT_NIGHTLY_FAILED and "gave up" not in second.stderr, second.stderr[-2000:]
+    report = (tmp_path / "f2" / "report" / "nightly.md").read_text()
+    assert "# Nightly f2: UNTESTED" in report and "**NOT TESTED**" in report
+    tonight = optuna.load_study(study_name="f2", storage=storage).trials
+    assert sum(t.user_attrs.get(nightly.ROLE) == "incumbent" for t in tonight) == 5
+    assert sum(t.user_attrs.get(nightly.ROLE) is None and t.user_attrs.get("outcome") == "ok" for t in tonight) >= 1
