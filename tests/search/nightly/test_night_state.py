@@ -135,7 +135,7 @@ def test_last_nights_answer_crashing_tonight_is_reported_not_given_up_on(tmp_pat
     env = {"PYTHONPATH": pythonpath(REPO, TESTS), "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path}/mlflow.db"}
     night_args = [NO_BASELINE, NO_REPORT, "objective=custom", "objective.callable=faulty_objective:objective",
                   "hydra.sweeper.params=null", "batch_size=choice(16,32,64)", "hydra.sweeper.n_trials=2",
-                  "hydra.sweeper.nightly.repeats=5", "hydra.sweeper.nightly.warm_start=0"]
+                  "hydra.sweeper.nightly.repeats=5", "hydra.sweeper.nightly.warm_start=0", "hydra.sweeper.seed=0"]
     first = run_search("nightly", "hydra.sweeper.study_name=f1", "hydra.sweep.dir=f1", *night_args, cwd=tmp_path,
                        env=env, timeout_s=300)
     assert first.returncode == 0, first.stdout[-2000:] + first.stderr[-2000:]
