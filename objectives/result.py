@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+THROUGHPUT_WARNING = "throughput_warning"  # info: the line saying a budget too small left no warm-up before timing
 NOT_APPLIED_WARNING = "knobs_not_applied_warning"  # info: the line naming the knobs a workload does not apply, and why
 
 

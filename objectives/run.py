@@ -69,7 +69,7 @@ from objectives.knobs.parallel import (
     unwrap,
 )
 from objectives.launch import run_ranks, start_method, trial_limit_s
-from objectives.result import NOT_APPLIED_WARNING, TrialResult
+from objectives.result import NOT_APPLIED_WARNING, THROUGHPUT_WARNING, TrialResult
 from objectives.time_to_accuracy import plan_target_accuracy
 from objectives.timing import (
     WindowPlan,
@@ -116,8 +116,8 @@ def run_trial(cfg: dict, report: Report | None = None, parsed: TrialConfig | Non
             limit_s = trial_limit_s(cfg)
             result = TrialResult.from_dict(run_ranks(trial_on_rank, trial.parallel.devices, trial.parallel.threads,
                                                      (trial, report, limit_s), timeout_s=limit_s))
-    if warn and NOT_APPLIED_WARNING in result.info:
-        print(result.info[NOT_APPLIED_WARNING], file=sys.stderr, flush=True)
+    for line in [result.info[k] for k in (NOT_APPLIED_WARNING, THROUGHPUT_WARNING) if k in result.info] if warn else []:
+        print(line, file=sys.stderr, flush=True)
     return result
 
 
@@ -209,6 +209,11 @@ def measured(cfg: TrialConfig, built: BuiltModel, log: TrainLog, plan: WindowPla
     if world_size > 1:
         info["ddp_backend"] = backend()
         info["rank_start_method"] = start_method(cfg.parallel.threads)
+    if plan.warmup_steps == 0 and cfg.train.warmup_steps > 0:  # plan_windows gave the warm-up to 3 windows
+        info[THROUGHPUT_WARNING] = (
+            f"warning: train.budget_samples={cfg.train.budget_samples} buys {steps} step(s) of {global_batch} "
+            f"samples: no warm-up step before the timed windows, so the first step's start-up cost is in "
+            f"throughput; fix: train.budget_samples={4 * global_batch} or more (a warm-up step and 3 timed ones)")
     if built.not_applied:
         info["knobs_not_applied"] = ",".join(built.not_applied)
         info[NOT_APPLIED_WARNING] = not_applied_line(cfg.objective.name, built.not_applied)

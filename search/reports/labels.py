@@ -11,6 +11,8 @@ from typing import Any
 # info key of the line that names the knobs a workload does not apply (objectives/result.py names it too; the
 # sweep does not import objectives at start-up): the sweep says it once, `search run` after its table
 NOT_APPLIED_WARNING = "knobs_not_applied_warning"
+THROUGHPUT_WARNING = "throughput_warning"  # objectives/result.py: a budget too small to warm up before timing
+WARNINGS = (NOT_APPLIED_WARNING, THROUGHPUT_WARNING)  # info lines a sweep says once each, `search run` after its table
 
 _METRIC_LABELS = {
     "throughput_samples_per_s": "samples/s",

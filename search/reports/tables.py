@@ -23,7 +23,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from search.reports.choose import key as config_key
-from search.reports.labels import NOT_APPLIED_WARNING, fmt, knob_label, metric_label
+from search.reports.labels import WARNINGS, fmt, knob_label, metric_label
 from search.sweep.outcome import is_feasible
 from search.sweep.roles import ROLE_ATTR, SEED_ATTR
 
@@ -245,9 +245,9 @@ def print_single(job_cfg: Mapping[str, Any], result: Mapping[str, Any]) -> None:
     for key, value in sorted(result.get("metrics", {}).items()):
         table.add_row(key, fmt(value))
     info = dict(result.get("info", {}))
-    warning = info.pop(NOT_APPLIED_WARNING, None)
+    warnings = [info.pop(k) for k in WARNINGS if k in info]
     for key, value in sorted(info.items()):
         table.add_row(key, str(value))
     console().print(table)
-    if warning:
+    for warning in warnings:
         print(warning, file=sys.stderr, flush=True)

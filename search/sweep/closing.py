@@ -10,7 +10,7 @@ import optuna
 from optuna.trial import TrialState
 
 from search.errors import BadInput, Interrupted, exit_bad_input
-from search.reports.labels import NOT_APPLIED_WARNING, fmt
+from search.reports.labels import WARNINGS, fmt
 from search.sweep.early_stopping import intermediate_series
 from search.sweep.failure_policy import FAILURES
 from search.sweep.metric_names import ended_ok, unreported
@@ -43,10 +43,10 @@ def close_trial(run: SweepRun, trial: optuna.Trial, result: Any) -> str:
                         **{k: str(v) for k, v in trial.user_attrs.items()
                            if k.startswith("search.") and k != HEARTBEAT_ATTR}},  # a heartbeat is not data
                        series)
-    warning = scored.info.get(NOT_APPLIED_WARNING)
-    if warning and warning not in run.said:  # every trial of the workload says the same: once per sweep
-        run.said.add(warning)
-        run.progress.console.print(warning, markup=False, highlight=False, soft_wrap=True)
+    for warning in [scored.info[k] for k in WARNINGS if scored.info.get(k)]:
+        if warning not in run.said:  # every trial of the workload says the same: once per sweep
+            run.said.add(warning)
+            run.progress.console.print(warning, markup=False, highlight=False, soft_wrap=True)
     shown = scored.metrics or dict(zip(run.progress.metric_names, scored.values or []))
     feasible = all(v <= 0 for v in scored.constraints.values())
     violated = ", ".join(f"{c} (got {fmt(scored.metrics[c.metric]) if c.metric in scored.metrics else 'none'})"

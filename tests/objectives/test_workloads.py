@@ -168,3 +168,15 @@ def test_the_digits_are_sklearns_and_reading_them_imports_no_sklearn() -> None:
     shown = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
                            cwd=Path(__file__).resolve().parents[2])
     assert shown.returncode == 0 and shown.stdout.strip() == "[]", shown.stdout + shown.stderr[-2000:]
+
+
+def test_a_budget_too_small_to_warm_up_says_so_once_with_the_fix(capfd):
+    """Was: `train.budget_samples=10` gave outcome ok and a throughput of one untimed-warm-up step."""
+    from objectives.result import THROUGHPUT_WARNING
+
+    tiny = run_trial({"train": {"budget_samples": 100}})  # 2 steps of 64: the windows took the warm-up step
+    assert tiny.outcome == "ok" and tiny.metrics["throughput_warmup_steps"] == 0
+    assert tiny.info[THROUGHPUT_WARNING].endswith("fix: train.budget_samples=256 or more (a warm-up step and 3 "
+                                                  "timed ones)")
+    assert capfd.readouterr().err.count("no warm-up step before the timed windows") == 1
+    assert THROUGHPUT_WARNING not in run_trial({"train": {"budget_samples": 512}}).info  # 8 steps: 5 warm up
