@@ -15,6 +15,7 @@ from typing import Any
 
 THROUGHPUT_WARNING = "throughput_warning"  # info: the line saying a budget too small left no warm-up before timing
 NOT_APPLIED_WARNING = "knobs_not_applied_warning"  # info: the line naming the knobs a workload does not apply, and why
+WARNINGS = (NOT_APPLIED_WARNING, THROUGHPUT_WARNING)  # info lines run_trial says on stderr (a sweep: once each)
 
 
 @dataclass

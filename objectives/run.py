@@ -69,7 +69,7 @@ from objectives.knobs.parallel import (
     unwrap,
 )
 from objectives.launch import run_ranks, start_method, trial_limit_s
-from objectives.result import NOT_APPLIED_WARNING, THROUGHPUT_WARNING, TrialResult
+from objectives.result import NOT_APPLIED_WARNING, THROUGHPUT_WARNING, WARNINGS, TrialResult
 from objectives.time_to_accuracy import plan_target_accuracy
 from objectives.timing import (
     WindowPlan,
@@ -116,8 +116,9 @@ def run_trial(cfg: dict, report: Report | None = None, parsed: TrialConfig | Non
             limit_s = trial_limit_s(cfg)
             result = TrialResult.from_dict(run_ranks(trial_on_rank, trial.parallel.devices, trial.parallel.threads,
                                                      (trial, report, limit_s), timeout_s=limit_s))
-    for line in [result.info[k] for k in (NOT_APPLIED_WARNING, THROUGHPUT_WARNING) if k in result.info] if warn else []:
-        print(line, file=sys.stderr, flush=True)
+    for key in WARNINGS if warn else ():
+        if key in result.info:
+            print(result.info[key], file=sys.stderr, flush=True)
     return result
 
 

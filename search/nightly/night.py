@@ -32,7 +32,7 @@ from optuna.trial import TrialState
 from search.measure import fingerprint
 from search.tracking.mlflow_client import log_report
 from search.sweep.answer import ANSWER_ATTR
-from search.sweep.roles import NIGHTLY_ROLE_ATTR, ROLE_ATTR
+from search.sweep.roles import NIGHTLY_ROLE_ATTR, ROLE_ATTR, enqueued_params
 from search.sweep.staging import ACCURACY_FROM_ATTR
 from search.reports.choose import Candidate, best, candidates, key, ranked
 from search.errors import EXIT_NIGHTLY_FAILED, EXIT_REGRESSION
@@ -93,9 +93,8 @@ def _enqueue(study: optuna.Study, params: Mapping[str, Any], role: str, times: i
     """Enqueue `params` for `role` until the study holds `times` such trials that ran ok, run or wait to run; how
     many were enqueued. A resumed night, or a second worker, does not enqueue them again."""
     kept = (TrialState.COMPLETE, TrialState.RUNNING, TrialState.WAITING)
-    have = sum(1 for t in study.get_trials(deepcopy=False, states=kept) if t.user_attrs.get(ROLE) == role
-               and key(t.params or study._storage.get_trial_system_attrs(t._trial_id).get("fixed_params", {}))
-               == key(params))  # a waiting trial's parameters are its fixed ones
+    have = sum(1 for t in study.get_trials(deepcopy=False, states=kept)
+               if t.user_attrs.get(ROLE) == role and key(t.params or enqueued_params(study, t)) == key(params))
     for _ in range(times - have):
         study.enqueue_trial(dict(params), user_attrs={ROLE: role}, skip_if_exists=False)
     return max(0, times - have)
@@ -125,12 +124,12 @@ def start(cfg: Mapping[str, Any], study: optuna.Study, storage: Any,
     skip = key(night.incumbent.params) if night.incumbent else None
     warm = [c for c in ranked(list(pool.values()), metric)
             if key(c.params) != skip and _fits(c.params, distributions)][:int(cfg["warm_start"])]
-    repeats = night.enqueued
-    night.enqueued += sum(_enqueue(study, cand.params, "warm_start", 1) for cand in warm) if first else 0
-    inc = f"incumbent from {night.incumbent_night}" if night.incumbent else "no earlier night"
-    said = ((f"{repeats} run(s) of it, " if night.incumbent else "")
-            + f"{night.enqueued - repeats} warm-start configuration(s) enqueued" if first
+    warm_enqueued = sum(_enqueue(study, cand.params, "warm_start", 1) for cand in warm) if first else 0
+    repeats = f"{night.enqueued} run(s) of it, " if night.incumbent else ""
+    said = (f"{repeats}{warm_enqueued} warm-start configuration(s) enqueued" if first
             else "what it reruns enqueued by the study's first worker")
+    night.enqueued += warm_enqueued
+    inc = f"incumbent from {night.incumbent_night}" if night.incumbent else "no earlier night"
     print(f"nightly: {len(night.earlier)} earlier nights in series {cfg['series']!r}; {inc}; {said}", flush=True)
     if first:  # a resumed night's leftovers count too: they ran in place of the night's new trials
         night.on_top = sum(1 for t in study.get_trials(deepcopy=False, states=(TrialState.WAITING,))
@@ -214,10 +213,10 @@ def finish(night: Night, metric_names: list[str], out_dir: Path, parent_run_id: 
         summary.previous_night = previous.study_name
         summary.changes = fingerprint.diff(fingerprint.from_tags(previous.user_attrs),
                                            fingerprint.from_tags(night.study.user_attrs), ignore_host=False)
-    for past in night.earlier:  # newest first; on this hardware, nights with a result (a killed one has none)
+    # "versus last night's best": the latest night on this hardware with a result, which start() took as incumbent
+    summary.last_best, summary.last_night = night.incumbent, night.incumbent_night
+    for past in night.earlier:  # on this hardware, nights with a result (a killed one has none)
         found = night_result(past, metric) if hardware(past) == here else None
-        if found and summary.last_best is None:  # "versus last night's best", chosen as the incumbent is
-            summary.last_best, summary.last_night = found, past.study_name
         if found and (summary.best_ever is None or found.metrics[metric] > summary.best_ever.metrics[metric]):
             summary.best_ever, summary.best_ever_night = found, past.study_name
     # Not tested though there was something to test (its repeats failed, or left the space): not a fine night.

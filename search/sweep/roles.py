@@ -38,6 +38,11 @@ def measured_whatever_the_time(trial: optuna.trial.FrozenTrial) -> bool:
     return trial.user_attrs.get(ROLE_ATTR) == "baseline" or trial.user_attrs.get(NIGHTLY_ROLE_ATTR) == "incumbent"
 
 
+def enqueued_params(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> dict[str, Any]:
+    """The parameters a trial was enqueued with (a waiting trial has no `params` yet); {} for a proposal."""
+    return dict(study._storage.get_trial_system_attrs(trial._trial_id).get("fixed_params", {}))
+
+
 def role(trial: optuna.trial.FrozenTrial | optuna.Trial) -> str | None:
     return trial.user_attrs.get(ROLE_ATTR)
 
@@ -90,7 +95,7 @@ def set_aside_waiting(study: optuna.Study, keep_newest: int = 0) -> list[tuple[d
     aside = []
     waiting = study.get_trials(deepcopy=False, states=(TrialState.WAITING,))
     for t in waiting[:len(waiting) - keep_newest] if keep_newest else waiting:
-        params = dict(study._storage.get_trial_system_attrs(t._trial_id).get("fixed_params", {}))
+        params = enqueued_params(study, t)
         aside.append((params, dict(t.user_attrs)))  # before _close_waiting writes its attributes
         _close_waiting(study, t, "set aside while the answer was confirmed; enqueued again after it",
                        outcome="skipped")

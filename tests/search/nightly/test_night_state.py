@@ -34,12 +34,19 @@ def night(storage: optuna.storages.BaseStorage, name: str, started: str) -> optu
     return study
 
 
+def answered(storage: optuna.storages.BaseStorage, name: str, other_throughput: float,
+             other_accuracy: float) -> optuna.Study:
+    """A night that ran to its answer, your configuration (batch_size=64), beside batch_size=256."""
+    done = night(storage, name, "2026-11-25T02:00:00+0000")
+    add(done, 64, 1400.0, 0.83, **{ROLE_ATTR: "baseline"})
+    add(done, 256, other_throughput, other_accuracy)
+    done.set_user_attr(ANSWER_ATTR, {"params": {"batch_size": 64}})
+    return done
+
+
 def test_a_night_killed_before_its_answer_is_nobodys_incumbent() -> None:
     storage = optuna.storages.InMemoryStorage()
-    done = night(storage, "n1", "2026-11-25T02:00:00+0000")
-    add(done, 64, 1400.0, 0.83, **{ROLE_ATTR: "baseline"})
-    add(done, 256, 2000.0, 0.43)
-    done.set_user_attr(ANSWER_ATTR, {"params": {"batch_size": 64}})
+    done = answered(storage, "n1", 2000.0, 0.43)
     killed = night(storage, "n2", "2026-11-26T02:00:00+0000")
     add(killed, 64, 1400.0, 0.83, **{ROLE_ATTR: "baseline"})
     add(killed, 256, 2000.0, 0.43)  # the fastest, at half the accuracy: was the next night's incumbent
@@ -52,10 +59,7 @@ def test_a_night_killed_before_its_answer_is_nobodys_incumbent() -> None:
 
 def test_a_resumed_night_or_a_second_worker_enqueues_nothing_twice() -> None:
     storage = optuna.storages.InMemoryStorage()
-    done = night(storage, "n1", "2026-11-25T02:00:00+0000")
-    add(done, 64, 1400.0, 0.83, **{ROLE_ATTR: "baseline"})
-    add(done, 256, 1300.0, 0.80)
-    done.set_user_attr(ANSWER_ATTR, {"params": {"batch_size": 64}})
+    answered(storage, "n1", 1300.0, 0.80)
     tonight = optuna.create_study(study_name="n2", storage=storage, direction="maximize")
     started = nightly.start(CFG, tonight, storage, SPACE)
     assert started.enqueued == started.on_top == 3 + 1  # the incumbent's repeats, one warm start
