@@ -46,12 +46,15 @@ def wait_for(predicate, timeout_s: float, what: str) -> None:
 
 
 BATCHES = [str(b) for b in range(16, 240, 16)]  # 14 configurations: a sweep stops once every one of them ran
+# Early stopping off: a trial it stops is COMPLETE in Optuna and KILLED in MLflow by design, and under a
+# neighbour's load it stopped one of these trials now and then; these tests are about MLflow going away.
+NO_EARLY_STOPPING = "hydra.sweeper.early_stopping=false"
 
 
 def test_mlflow_down_mid_sweep_then_back(workdir: Path, server: MlflowServer) -> None:
     env = {**os.environ, "PYTHONPATH": pythonpath(), "MLFLOW_TRACKING_URI": server.uri}
     sweep = subprocess.Popen(
-        [sys.executable, "-m", "search", "multirun", NO_BASELINE, NO_REPORT, "hydra.sweeper.n_trials=14", "hydra.sweeper.params=null",
+        [sys.executable, "-m", "search", "multirun", NO_BASELINE, NO_REPORT, NO_EARLY_STOPPING, "hydra.sweeper.n_trials=14", "hydra.sweeper.params=null",
          f"batch_size=choice({','.join(BATCHES)})", "train.budget_samples=1000", "parallel.devices=1",
          "loader.num_workers=0"],
         cwd=workdir, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -69,8 +72,11 @@ def test_mlflow_down_mid_sweep_then_back(workdir: Path, server: MlflowServer) ->
     assert "MLflow stopped answering" in out and "MLflow answers again" in out
     trials = [t for t in load_study(workdir).trials if t.user_attrs.get("outcome") != "skipped"]  # repeats
     assert len(trials) == 14 and all(t.state == TrialState.COMPLETE for t in trials)
-    longest = max((t.datetime_complete - t.datetime_start).total_seconds() for t in trials)
-    assert longest < 60, f"a trial took {longest:.0f} s: the sweep stalled on MLflow"
+    # A stall is the time a trial spent outside its own process: MLflow's default retries would take minutes
+    # per call; the sweep's own work between ask and tell takes seconds, more under a neighbour's load.
+    stalled = max((t.datetime_complete - t.datetime_start).total_seconds() - t.user_attrs["metrics"]["trial_wall_s"]
+                  for t in trials)
+    assert stalled < 45, f"a trial spent {stalled:.0f} s outside its training process: the sweep stalled on MLflow"
     experiment = client.get_experiment_by_name("digits")
     runs = client.search_runs([experiment.experiment_id], "tags.`search.role` = 'trial'", max_results=100)
     assert sorted(int(r.data.tags["search.trial_number"]) for r in runs) == sorted(t.number for t in trials)
@@ -110,8 +116,8 @@ def test_an_outage_that_outlasts_the_sweep_is_repaired_by_the_next_start(workdir
     at once against the server, back up: the file is written once, no run is made twice, none is
     left RUNNING."""
     env = {**os.environ, "PYTHONPATH": pythonpath(), "MLFLOW_TRACKING_URI": server.uri}
-    command = [sys.executable, "-m", "search", "multirun", NO_BASELINE, "hydra.sweeper.params=null", "batch_size=choice(64,128)",
-               "train.budget_samples=600", "parallel.devices=1", "loader.num_workers=0"]
+    command = [sys.executable, "-m", "search", "multirun", NO_BASELINE, NO_EARLY_STOPPING, "hydra.sweeper.params=null",
+               "batch_size=choice(64,128)", "train.budget_samples=600", "parallel.devices=1", "loader.num_workers=0"]
     sweep = subprocess.Popen([*command, "hydra.sweeper.n_trials=4"], cwd=workdir, env=env, text=True,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
