@@ -31,6 +31,7 @@ from optuna.trial import TrialState
 
 from search.measure import fingerprint
 from search.tracking.mlflow_client import log_report
+from search.tracking.redact import redact
 from search.sweep.answer import ANSWER_ATTR
 from search.sweep.roles import NIGHTLY_ROLE_ATTR, ROLE_ATTR, enqueued_params
 from search.sweep.staging import ACCURACY_FROM_ATTR
@@ -41,6 +42,10 @@ from search.nightly.regression import compare
 SERIES = "search.nightly.series"
 STARTED = "search.nightly.started_at"
 VERDICT = "search.nightly.verdict"
+REGRESSION = "search.nightly.regression"  # true | false (superseded, as the verdict)
+SUPERSEDED = "superseded"  # the verdict of an earlier report of the same night (a night run again)
+SUPERSEDED_BY = "search.nightly.superseded_by"
+SUPERSEDED_VERDICT = "search.nightly.superseded_verdict"
 ROLE = NIGHTLY_ROLE_ATTR  # on a trial: incumbent | warm_start | top_up (and an MLflow tag)
 HARDWARE_KEYS = ("gpu_name", "gpu_count", "cpu_model", "cpu_count")
 
@@ -182,6 +187,33 @@ def run_tags(night: Night) -> dict[str, str]:
             "search.nightly.incumbent_from": night.incumbent_night or "none"}
 
 
+def supersede_earlier_reports(study_name: str, parent_run_id: str) -> str | None:
+    """A night run again (resumed after it was killed, or re-run by hand) reports again, on a new parent run: the
+    same night's earlier parent runs that carry a verdict get verdict (and regression tag) `superseded` (their own kept in
+    SUPERSEDED_VERDICT, the run that replaced them in SUPERSEDED_BY), so that filtering nights by verdict counts
+    each night once. None, or why it could not (MLflow down)."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient()
+    nights = "tags.`search.role` = 'sweep' and tags.`search.nightly` = 'true'"
+    if "'" not in study_name:  # MLflow's filter has no escape for a quote: the name is then compared below only
+        nights += f" and tags.`search.study_name` = '{study_name}'"
+    try:
+        experiment_id = client.get_run(parent_run_id).info.experiment_id
+        runs = client.search_runs([experiment_id], nights, max_results=50000)
+        for run in runs:
+            tags = run.data.tags
+            if (run.info.run_id != parent_run_id and tags.get("search.study_name") == study_name
+                    and tags.get(VERDICT, SUPERSEDED) != SUPERSEDED):
+                client.set_tag(run.info.run_id, SUPERSEDED_VERDICT, tags[VERDICT])
+                client.set_tag(run.info.run_id, SUPERSEDED_BY, parent_run_id)
+                client.set_tag(run.info.run_id, VERDICT, SUPERSEDED)
+                client.set_tag(run.info.run_id, REGRESSION, SUPERSEDED)
+    except Exception as err:  # noqa: BLE001 - MLflow down: tonight's report stands, the earlier one keeps its tag
+        return f"{type(err).__name__}: {redact(' '.join(str(err).split())[:160])}"
+    return None
+
+
 def top_up(night: Night) -> int:
     """After the confirmation: enqueue whole runs of tonight's result (night_result: its answer) until it has
     `repeats` of them, so that tomorrow compares its repeats of the incumbent with repeats."""
@@ -228,7 +260,10 @@ def finish(night: Night, metric_names: list[str], out_dir: Path, parent_run_id: 
     print(f"nightly: {status}; report: {files[0]} and {files[1]}", flush=True)
     problem = log_report(parent_run_id, files, tags={
         **run_tags(night), VERDICT: status,
-        "search.nightly.regression": str(status == "regression").lower()}, metrics=night_metrics(summary))
+        REGRESSION: str(status == "regression").lower()}, metrics=night_metrics(summary))
     if problem:
         print(f"warning: the nightly report is not in MLflow ({problem}); it is on disk", flush=True)
+    elif problem := supersede_earlier_reports(night.study.study_name, parent_run_id):
+        print(f"warning: an earlier report of this night still carries its verdict in MLflow ({problem}): "
+              f"filtering nights by verdict counts this one twice", flush=True)
     return {"ok": 0, "regression": EXIT_REGRESSION}.get(status, EXIT_NIGHTLY_FAILED)  # failed, untested: 5

@@ -154,3 +154,30 @@ def test_last_nights_answer_crashing_tonight_is_reported_not_given_up_on(tmp_pat
     tonight = optuna.load_study(study_name="f2", storage=storage).trials
     assert sum(t.user_attrs.get(nightly.ROLE) == "incumbent" for t in tonight) == 5
     assert sum(t.user_attrs.get(nightly.ROLE) is None and t.user_attrs.get("outcome") == "ok" for t in tonight) >= 1
+
+
+def test_a_night_run_again_leaves_one_verdict_to_filter_on(tmp_path: Path, monkeypatch) -> None:
+    """Resumed or re-run, a night reports again on a new MLflow parent run: the earlier report of the same night
+    is marked superseded (its verdict kept aside), so `tags.search.nightly.verdict = 'regression'` counts it once;
+    another night's report is left alone."""
+    from mlflow.tracking import MlflowClient
+
+    from search.tracking import mlflow_runs
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path}/mlflow.db")
+    storage = optuna.storages.InMemoryStorage()
+    other = answered(storage, "n1", 1500.0, 0.80)
+    tonight = answered(storage, "n2", 1500.0, 0.80)
+    runs = {}
+    for name, study in (("other", other), ("first", tonight), ("again", tonight)):
+        runs[name] = mlflow_runs.start_sweep("nightly-x", study.study_name, {}, {}).parent_run_id
+        assert nightly.finish(nightly.Night(CFG, study), [CFG["metric"]], tmp_path / name, runs[name], []) == 0
+    client = MlflowClient()
+    tags = {name: client.get_run(run_id).data.tags for name, run_id in runs.items()}
+    assert tags["again"][nightly.VERDICT] == "ok" and tags["again"][nightly.REGRESSION] == "false"
+    assert tags["first"][nightly.VERDICT] == tags["first"][nightly.REGRESSION] == nightly.SUPERSEDED
+    assert tags["first"][nightly.SUPERSEDED_VERDICT] == "ok" and tags["first"][nightly.SUPERSEDED_BY] == runs["again"]
+    assert tags["other"][nightly.VERDICT] == "ok" and nightly.SUPERSEDED_BY not in tags["other"]
+    experiment = client.get_experiment_by_name("nightly-x")
+    ok = client.search_runs([experiment.experiment_id], "tags.`search.nightly.verdict` = 'ok'")
+    assert sorted(r.info.run_id for r in ok) == sorted([runs["other"], runs["again"]])
