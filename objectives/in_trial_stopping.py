@@ -6,8 +6,10 @@ Two checks, both optional, both decided on rank 0 and obeyed by every rank:
   the sweep in two-objective mode): after the warm-up and
   ``train.probe_steps`` timed steps (rounded up to whole timing windows; no
   probe when that is past half of the trial's steps), the probe's
-  throughput (median of its windows) is compared with the bar; below it,
-  the trial stops. The sweep sets the bar so that a trial stopped here
+  throughput (median of its windows, any loader restart it timed charged per
+  epoch as in objectives/timing.py; none timed yet, none charged: the probe
+  errs fast, so it never stops a trial that would pass) is compared with the
+  bar; below it, the trial stops. The sweep sets the bar so that a trial stopped here
   cannot be the answer, or cannot reach the Pareto front when it searches
   for the front (docs/early_stopping.md).
 - **learning curve** (a ``report(step, value) -> should_stop`` callable, given
@@ -33,7 +35,7 @@ from typing import Callable
 
 from objectives.config import TrainConfig
 from objectives.knobs.parallel import rank0_decides
-from objectives.timing import Span, WindowPlan, throughput_summary, window_times_s
+from objectives.timing import Span, WindowPlan, restart_s_per_step, throughput_summary, window_times_s
 
 Report = Callable[[int, float], bool]  # (step, value) -> should the trial stop
 
@@ -48,6 +50,7 @@ class EarlyStop:
     curve: bool  # every rank knows whether rank 0 reports, so all take part in the decision
     report: Report | None  # rank 0's reporter; None on other ranks
     evaluate: Callable[[], dict[str, float]]
+    steps_per_epoch: float | None = None  # the loader restarts the probe timed are charged per epoch, as in run.py
     probe_throughput_samples_per_s: float | None = None
     reported: dict[int, float] = field(default_factory=dict)
     last_eval: dict[str, float] = field(default_factory=dict)
@@ -68,7 +71,8 @@ class EarlyStop:
         return False
 
     def _probe_too_slow(self, spans: list[Span]) -> bool:
-        summary = throughput_summary(window_times_s(spans, self.plan), self.plan, self.global_batch)
+        restart = restart_s_per_step(spans, self.steps_per_epoch)
+        summary = throughput_summary(window_times_s(spans, self.plan, restart), self.plan, self.global_batch)
         self.probe_throughput_samples_per_s = summary.get("throughput_samples_per_s")
         bar = self.min_throughput_samples_per_s
         slow = bar is not None and self.probe_throughput_samples_per_s is not None and \
@@ -107,7 +111,8 @@ class EarlyStop:
 
 
 def plan_early_stop(train: TrainConfig, plan: WindowPlan, steps: int, global_batch: int, report: Report | None,
-                    curve: bool, evaluate: Callable[[], dict[str, float]]) -> EarlyStop | None:
+                    curve: bool, evaluate: Callable[[], dict[str, float]],
+                    steps_per_epoch: float | None = None) -> EarlyStop | None:
     """None when neither check applies; the probe only when it ends within the first half of the steps."""
     probe_end = 0
     if train.stop_below_samples_per_s is not None:
@@ -120,4 +125,4 @@ def plan_early_stop(train: TrainConfig, plan: WindowPlan, steps: int, global_bat
         return None
     probe_plan = WindowPlan(plan.warmup_steps, plan.window_steps, (probe_end - plan.warmup_steps) // plan.window_steps)
     return EarlyStop(probe_plan, global_batch, probe_end, train.stop_below_samples_per_s, every_steps,
-                     curve, report, evaluate)
+                     curve, report, evaluate, steps_per_epoch)

@@ -22,7 +22,7 @@ TRAINING_METRICS = frozenset({
     "throughput_window_steps", "throughput_warmup_steps", "step_time_p50_ms", "step_time_p95_ms",
     "data_wait_fraction", "input_bound", "timed_start_unix_s", "timed_end_unix_s", "timed_samples",
     "samples_trained", "train_wall_s", "train_loss_final", "lr_effective", "loader_worker_processes", "steps",
-    "peak_rss_bytes",
+    "peak_rss_bytes", "throughput_between_epoch_ends_samples_per_s", "loader_epoch_restart_s",
 })
 CUDA_METRICS = frozenset({"cuda_peak_allocated_bytes", "cuda_peak_reserved_bytes"})  # on a GPU
 ACCURACY_METRICS = frozenset({"val_loss", "val_accuracy", "eval_wall_s"})  # objective.measures_accuracy

@@ -77,6 +77,7 @@ from objectives.timing import (
     plan_windows,
     throughput_only_steps,
     throughput_summary,
+    restart_s_per_step,
     timed_intervals_unix_s,
     window_times_s,
 )
@@ -152,8 +153,9 @@ def trial_on_rank(rank: int, world_size: int, port: int, cfg: TrialConfig, repor
     min_warmup = 1 if cfg.parallel.compile != "none" else 0  # the first step compiles
     plan = plan_windows(steps, cfg.train.warmup_steps, cfg.train.window_steps, min_warmup_steps=min_warmup)
     curve = report is not None and measures_accuracy(cfg, work) and not cfg.train.throughput_only
+    per_epoch = steps_per_epoch(fed.loader, cfg.parallel.grad_accum)
     early_stop = plan_early_stop(cfg.train, plan, steps, global_batch, report if rank == 0 else None, curve,
-                                 evaluate_now)
+                                 evaluate_now, per_epoch)
     log = train(model, built.optimizer, fed.loader, fed.sampler, steps, plan, built.precision, device,
                 built.train_loss_fn, target, cfg.parallel.grad_accum, fed.prepare_input, early_stop,
                 stable_grads=needs_stable_grads(cfg.parallel, device.type))
@@ -161,17 +163,32 @@ def trial_on_rank(rank: int, world_size: int, port: int, cfg: TrialConfig, repor
     if log.stopped_early:  # the windows that ran: the probe's, or those before the learning curve was stopped
         plan = WindowPlan(plan.warmup_steps, plan.window_steps,
                           max(0, (log.steps_done - plan.warmup_steps) // plan.window_steps))
-    metrics, info, timed_windows = measured(cfg, built, log, plan, steps, device, rank, world_size)
+    metrics, info, timed_windows = measured(cfg, built, log, plan, steps, per_epoch, device, rank, world_size)
     return assemble_result(metrics, info, timed_windows, log, steps, early_stop, target, val_loader, evaluate_now,
                            world_size)
 
 
+def steps_per_epoch(loader: DataLoader, grad_accum: int) -> float | None:
+    """Optimizer steps in one pass over this rank's loader; None for a dataset without a length."""
+    try:
+        return len(loader) / grad_accum or None
+    except TypeError:
+        return None
+
+
 def measured(cfg: TrialConfig, built: BuiltModel, log: TrainLog, plan: WindowPlan, steps: int,
-             device: torch.device, rank: int, world_size: int) -> tuple[dict[str, float], dict[str, str], list]:
+             per_epoch: float | None, device: torch.device, rank: int,
+             world_size: int) -> tuple[dict[str, float], dict[str, str], list]:
     """The metrics and info of the training that ran, and its timed windows' wall-clock intervals."""
     model, global_batch, metrics = built.model, built.global_batch, built.metrics
-    window_times = window_times_s(log.spans, plan)
+    restart = restart_s_per_step(log.spans, per_epoch, log.untimed_restart_s)
+    window_times = window_times_s(log.spans, plan, restart)
     metrics.update(throughput_summary(window_times, plan, global_batch))
+    # The rate between epoch ends and one restart's cost, for what the restarts cost (persistent workers save some)
+    between = throughput_summary(window_times_s(log.spans, plan, 0.0), plan, global_batch)
+    if "throughput_samples_per_s" in between:
+        metrics["throughput_between_epoch_ends_samples_per_s"] = between["throughput_samples_per_s"]
+        metrics["loader_epoch_restart_s"] = restart * (per_epoch or 0.0)
     if cfg.parallel.compile != "none" and "step_time_p50_ms" in metrics:
         first_step_s = [s.seconds for s in log.spans[:1]]  # the first step is a span of its own
         metrics["compile_wall_s"] = compile_wall_s(first_step_s, metrics["step_time_p50_ms"] / 1000)

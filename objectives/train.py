@@ -52,6 +52,7 @@ class TrainLog:
     diverged_within_steps: tuple[int, int] | None = None  # a non-finite loss somewhere in these steps
     stopped_at_target: bool = False
     stopped_early: bool = False
+    untimed_restart_s: float | None = None  # a loader restart timed after the last step, when no epoch ended
 
 
 def is_window_edge(steps_done: int, plan: WindowPlan) -> bool:
@@ -115,17 +116,21 @@ def train(
     span_start, span_start_unix = synchronized_clock(device)
     train_start = span_start
     span_loss = torch.zeros((), dtype=torch.float64, device=device)  # float64: a sum of finite losses stays finite
-    wait_s = 0.0
+    wait_s = restart_s = 0.0
+    restarts = 0
     while log.steps_done < steps:
         optimizer.zero_grad(set_to_none=not stable_grads)
         loss_sum = torch.zeros((), device=device)
         for micro in range(grad_accum):
-            asked = time.perf_counter()
+            asked, restarted = time.perf_counter(), False
             while (batch := next(batches, None)) is None:  # epoch end: reshuffle and restart
                 epoch += 1
                 sampler.set_epoch(epoch)
-                batches = iter(loader)
-            wait_s += time.perf_counter() - asked
+                batches, restarted = iter(loader), True
+            waited = time.perf_counter() - asked
+            wait_s += waited
+            if restarted:
+                restart_s, restarts = restart_s + waited, restarts + 1
             x, y = batch
             x, y = prepare_input(x.to(device, non_blocking=True)), y.to(device, non_blocking=True)
             sync = micro == grad_accum - 1 or not isinstance(model, DistributedDataParallel)
@@ -155,8 +160,10 @@ def train(
 
         span_end, span_end_unix = synchronized_clock(device)
         first = log.spans[-1].last_step + 1 if log.spans else 1
-        log.spans.append(Span(first, done, span_end - span_start, span_start_unix, span_end_unix, wait_s))
-        wait_s = 0.0
+        log.spans.append(Span(first, done, span_end - span_start, span_start_unix, span_end_unix, wait_s,
+                              restart_s, restarts))
+        wait_s = restart_s = 0.0
+        restarts = 0
         span_loss_sum, log.train_loss_final = global_mean(torch.stack([span_loss, loss_sum.double()])).tolist()
         span_loss.zero_()
         if not math.isfinite(span_loss_sum):
@@ -171,8 +178,18 @@ def train(
             log.stopped_early = True
             break
         span_start, span_start_unix = synchronized_clock(device)
-    del batches
     log.train_wall_s = time.perf_counter() - train_start
+    del batches
+    if log.spans and not log.stopped_early and not any(s.restarts for s in log.spans):
+        # No epoch ended: one restart is timed here, outside the timed steps (a new epoch's iterator, its
+        # workers' start, its first batch), and charged per epoch like those a longer run times
+        # (objectives/timing.py). The old iterator's shutdown is left out: mid-epoch, with batches in
+        # flight, it costs more than an epoch end's. A trial early stopping ended keeps its probe's figure,
+        # which was judged before any such restart could be timed.
+        sampler.set_epoch(epoch + 1)
+        start = time.perf_counter()
+        next(iter(loader), None)
+        log.untimed_restart_s = time.perf_counter() - start
     return log
 
 

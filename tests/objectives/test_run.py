@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 from objectives import TrialResult, run_trial
-from objectives.timing import plan_windows
+from objectives.timing import Span, WindowPlan, plan_windows, restart_s_per_step, throughput_summary, window_times_s
 
 from conftest import REPO
 
@@ -110,6 +110,37 @@ def test_window_plan_keeps_at_least_three_windows():
     assert plan_windows(32, 5, 10).__dict__ == {"warmup_steps": 5, "window_steps": 9, "windows": 3}
     assert plan_windows(4, 5, 10).__dict__ == {"warmup_steps": 1, "window_steps": 1, "windows": 3}
     assert plan_windows(2, 5, 10).__dict__ == {"warmup_steps": 0, "window_steps": 1, "windows": 2}
+
+
+def test_an_epoch_end_in_one_window_of_three_is_charged_per_epoch_not_dropped_by_the_median():
+    """Three 10-step windows of 1 s, an epoch of 20 steps, and a 0.6 s loader restart in the second window: the
+    plain median (10 steps/s) drops the restart a run of many epochs pays every 20 steps; charged per epoch, each
+    window is 1 s + 10 * 0.6 / 20 = 1.3 s."""
+    plan = WindowPlan(warmup_steps=0, window_steps=10, windows=3)
+    spans = [Span(1, 10, 1.0, 0, 1, 0.1), Span(11, 20, 1.6, 1, 2.6, 0.7, restart_s=0.6, restarts=1),
+             Span(21, 30, 1.0, 2.6, 3.6, 0.1)]
+    assert window_times_s(spans, plan) == [1.0, 1.6, 1.0]  # as timed
+    per_step = restart_s_per_step(spans, steps_per_epoch=20)
+    assert math.isclose(per_step, 0.03)
+    assert [round(t, 9) for t in window_times_s(spans, plan, per_step)] == [1.3, 1.3, 1.3]
+    assert math.isclose(throughput_summary(window_times_s(spans, plan, per_step), plan, 1)["throughput_samples_per_s"],
+                        10 / 1.3)
+    assert [round(t, 9) for t in window_times_s(spans, plan, 0.0)] == [1.0, 1.0, 1.0]  # between epoch ends
+    # no epoch end in the run: the restart timed after it is charged; none at all, or no epoch length: nothing
+    assert math.isclose(restart_s_per_step(spans[:1], 20, untimed_restart_s=0.4), 0.02)
+    assert restart_s_per_step(spans[:1], 20) == 0.0 and restart_s_per_step(spans, None) == 0.0
+
+
+def test_loader_restarts_are_timed_and_charged_whether_or_not_an_epoch_ended():
+    """digits' 1,437 training images are 22.5 steps of 64: a 2,000-sample run crosses an epoch end, a
+    throughput-only one of 3 timed windows... and a shorter one times a restart after its last step instead."""
+    workers = {"num_workers": 2, "persistent_workers": False}
+    crossing = run_trial({"train": {"budget_samples": 4000}, "loader": workers}).metrics
+    assert crossing["loader_epoch_restart_s"] > 0
+    assert crossing["throughput_samples_per_s"] < crossing["throughput_between_epoch_ends_samples_per_s"]
+    short = run_trial({"train": {"budget_samples": 1000}, "loader": workers}).metrics  # 16 steps: no epoch end
+    assert short["steps"] == 16 and short["loader_epoch_restart_s"] > 0
+    assert short["throughput_samples_per_s"] < short["throughput_between_epoch_ends_samples_per_s"]
 
 
 def test_objectives_imports_no_sweep_machinery():
