@@ -123,8 +123,10 @@ def from_answer(study: optuna.Study) -> dict | None:
         f"{answer.speedup:.2f}x the baseline (95% CI {answer.ci_low:.2f}-{answer.ci_high:.2f})")
     return {
         "study": study.study_name,
-        "rule": f"the sweep's confirmed answer: {what}, val_accuracy at least the baseline's minus "
-                f"{answer.tolerance:g}",
+        "rule": f"the sweep's confirmed answer: {what}, " + (
+            f"val_accuracy at least the baseline's minus {answer.tolerance:g}" if answer.baseline_val_accuracy
+            is not None else "no val_accuracy measured: within hydra.sweeper.constraints, or moving only knobs "
+                             "that keep your model's maths"),
         "trials": [t.number for t in same],
         "speedup_vs_baseline": {"estimate": answer.speedup, "ci95": [answer.ci_low, answer.ci_high],
                                 "rounds": answer.rounds} if not answer.is_baseline else {"estimate": 1.0},

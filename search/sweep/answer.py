@@ -135,10 +135,13 @@ def changed_text(params: Mapping[str, Any], baseline: Mapping[str, Any]) -> str:
     return " ".join(f"{k}={v}" for k, v in params.items() if baseline.get(k) != v) or "your configuration"
 
 
-def eligible(contenders: Sequence[Contender], floor: float | None) -> list[Contender]:
-    """Those at or above the accuracy floor, and those with your configuration's maths, fastest first."""
+def eligible(contenders: Sequence[Contender], floor: float | None, guarded: bool = True) -> list[Contender]:
+    """Those at or above the accuracy floor, and those with your configuration's maths, fastest first. Without a
+    floor, all when your constraints bound the quality (`guarded`: the candidates met them), else those with your
+    maths only: nothing says what a configuration that changes the model's maths loses."""
     kept = [c for c in contenders
-            if floor is None or c.your_maths or (c.val_accuracy is not None and c.val_accuracy >= floor)]
+            if c.your_maths or (floor is None and guarded) or
+            (floor is not None and c.val_accuracy is not None and c.val_accuracy >= floor)]
     return sorted(kept, key=lambda c: c.throughput, reverse=True)
 
 

@@ -124,7 +124,14 @@ def confirm(run: SweepRun, run_trials: RunTrials, base_params: dict[str, Any], s
     base_metrics = [t.user_attrs.get("metrics", {}) for t in base_trials]  # its throughput at any seed
     base_accuracy = baseline_accuracy(study)  # at the study's seed when that run ended ok
     floor = None if base_accuracy is None else base_accuracy - settings.accuracy_tolerance
-    ranked = eligible([_contender(c, base_params) for c in candidates(trials) if THROUGHPUT in c.metrics], floor)
+    guarded = floor is not None or bool(settings.constraints)
+    if not guarded:
+        say("no accuracy to hold: your configuration measured no val_accuracy at your seed and "
+            "hydra.sweeper.constraints is empty, so the answer moves only knobs that keep your model's maths "
+            "(loader, threads, compile, ...); to let it change batch size, precision or model pruning, bound your "
+            "quality metric, e.g. \"hydra.sweeper.constraints=['val_loss <= 0.15']\"")
+    ranked = eligible([_contender(c, base_params) for c in candidates(trials) if THROUGHPUT in c.metrics], floor,
+                      guarded)
     base_throughputs = [m[THROUGHPUT] for m in base_metrics if THROUGHPUT in m]
     noise = max(NOISE, spread(base_throughputs))
     contenders = [c for c in within_noise(ranked, noise, settings.confirm_candidates + 1)

@@ -19,8 +19,8 @@ from optuna.distributions import CategoricalDistribution, IntDistribution
 from optuna.storages import JournalStorage
 from optuna.storages.journal import JournalFileBackend
 
-from conftest import TESTS, pythonpath, run_search
-from search.sweep.answer import Answer, Contender, Ratio, eligible, panel_lines, pick, within_noise
+from conftest import NO_REPORT, TESTS, pythonpath, run_search
+from search.sweep.answer import ANSWER_ATTR, Answer, Contender, Ratio, eligible, panel_lines, pick, within_noise
 from search.sweep.baseline import baseline_trials, enqueue_baseline, fit_baseline
 from search.sweep.confirm import ROUND_ATTR
 from search.sweep.roles import ROLE_ATTR, SEED_ATTR
@@ -203,6 +203,32 @@ def _the_study(workdir) -> optuna.Study:
     """The one study a sweep in `workdir` made (a callable objective's study is named after the callable)."""
     [name] = optuna.get_all_study_names(JournalStorage(JournalFileBackend(str(workdir / "optuna.journal"))))
     return load_study(workdir, name)
+
+
+def test_without_accuracy_or_constraints_the_answer_keeps_your_models_maths(workdir):
+    """A function reporting a loss, no val_accuracy: batch 128 is twice as fast at 20x the loss. Nothing bounds
+    the loss, so the answer may move only speed-only knobs (here: none, so it is your configuration); bounded by
+    a constraint, a batch of 128 within it is the answer."""
+    env = {"PYTHONPATH": pythonpath(TESTS.parent, TESTS)}
+    common = ["objective=custom", "objective.callable=paced_objective:without_accuracy", "hydra.sweeper.params=null",
+              "batch_size=choice(64,128)", "hydra.sweeper.seed=0", "hydra.sweeper.n_trials=3",
+              "hydra.sweeper.metrics=[throughput_samples_per_s,val_loss]", "hydra.sweeper.direction=[maximize,minimize]",
+              "hydra.sweeper.baseline_repeats=2", "hydra.sweeper.confirm_budget=1.0", NO_REPORT]
+    result = run_search("multirun", *common, cwd=workdir, env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    out = " ".join(result.stdout.split())
+    assert "no accuracy to hold" in out and "hydra.sweeper.constraints=['val_loss <= 0.15']" in out
+    answer = _the_study(workdir).user_attrs[ANSWER_ATTR]
+    assert answer["is_baseline"] and answer["params"]["batch_size"] == 64, answer
+
+    bounded = workdir / "bounded"
+    bounded.mkdir()
+    result = run_search("multirun", *common, "+pace.loss_128=0.2", "hydra.sweeper.constraints=['val_loss <= 0.5']",
+                        cwd=bounded, env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "no accuracy to hold" not in result.stdout
+    answer = _the_study(bounded).user_attrs[ANSWER_ATTR]
+    assert answer["params"]["batch_size"] == 128 and answer["speedup"] > 1.5, answer
 
 
 def test_a_sweep_ends_with_a_confirmed_answer(workdir):
