@@ -37,7 +37,7 @@ def write_section(heading: str, text: str, keep_earlier: bool = True) -> None:
     earlier = found.group(1).strip("\n") if found else ""
     if keep_earlier and earlier:
         text += "### The run before\n\n" + re.sub(r"^###(?= )", "####", earlier, flags=re.M) + "\n\n"
-    doc = pattern.sub(lambda _: text, doc) if found else doc.rstrip("\n") + "\n\n" + text
+    doc = pattern.sub(lambda _: text, doc) if found else doc.rstrip("\n") + f"\n\n{heading}\n\n" + text
     DOC.write_text(doc.rstrip("\n") + "\n")
 
 

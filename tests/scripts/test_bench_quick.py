@@ -114,3 +114,11 @@ def test_answer_wall(tmp_path: Path) -> None:
     assert [r.split("|")[2].strip() for r in rows] == ["answer", "no saving"], out
     assert all("your configuration" in r or "x (" in r for r in rows), out  # an answer in each
     assert "Search wall time saved by early stopping and staging:" in out and "the whole sweep's" in out
+
+
+def test_epoch_restarts(tmp_path: Path) -> None:
+    """Each loader arm reports the charged throughput, the rate between epoch ends and a restart's cost."""
+    out = bench("epoch_restarts.py", cwd=tmp_path)
+    rows = [line for line in out.splitlines() if line.startswith("| ") and "workers" in line]
+    assert [r.split("|")[1].strip() for r in rows] == ["no workers", "2 workers", "2 persistent workers"], out
+    assert all(r.split("|")[7].strip().endswith("ms") for r in rows), out
