@@ -120,11 +120,25 @@ def accuracy_floor(study: optuna.Study, tolerance: float) -> float | None:
     return None if accuracy is None else accuracy - tolerance
 
 
+def had(trial: optuna.trial.FrozenTrial) -> bool:
+    """A baseline run this study keeps: one waiting or running, or one that ended ok. A run that ended
+    infeasible or out of memory is COMPLETE in Optuna, yet measured nothing (a dataset that failed to load): a
+    resumed study that kept it would never have the baseline's accuracy, so no answer."""
+    if trial.state in (TrialState.WAITING, TrialState.RUNNING):
+        return True
+    return trial.state == TrialState.COMPLETE and trial.user_attrs.get("outcome", "ok") == "ok"
+
+
+def not_measured(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
+    """The baseline's runs that ended without a measurement (infeasible, oom): run again on resume."""
+    return [t for t in baseline_trials(study) if t.state == TrialState.COMPLETE and not had(t)]
+
+
 def enqueue_baseline(study: optuna.Study, params: dict[str, Any], repeats: int, seed: int | None) -> int:
     """Enqueue the baseline runs this study lacks (the second at seed + 1, the others at seed); how many.
-    Lacking is by seed: a study that kept only the run at seed + 1 (its first run killed) gets one at seed."""
-    kept = (TrialState.COMPLETE, TrialState.WAITING, TrialState.RUNNING)
-    have = [t.user_attrs.get(SEED_ATTR) for t in baseline_trials(study) if t.state in kept]  # None: the study's
+    Lacking is by seed: a study that kept only the run at seed + 1 (its first run killed) gets one at seed.
+    Only a run that ended ok, or one still waiting or running, counts as had (`had`)."""
+    have = [t.user_attrs.get(SEED_ATTR) for t in baseline_trials(study) if had(t)]  # None: the study's
     enqueued = 0
     for k in range(repeats):
         at = seed + 1 if k == 1 and seed is not None else None

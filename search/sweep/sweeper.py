@@ -37,7 +37,8 @@ from search.reports.progress import SweepProgress
 from search.reports.tables import compare_label, compare_run_ids, front_trials, print_front
 from search.sweep import workers
 from search.sweep.answer import ANSWER_ATTR, THROUGHPUT, Answer
-from search.sweep.baseline import as_run_here, baseline_params, baseline_trials, enqueue_baseline, fit_baseline
+from search.sweep.baseline import (as_run_here, baseline_params, baseline_trials, enqueue_baseline, fit_baseline,
+                                   not_measured)
 from search.sweep.confirm import confirm, overrides_for, runs_of
 from search.sweep.early_stopping import describe_mode
 from search.sweep.failure_policy import FailurePolicy
@@ -281,8 +282,11 @@ class SweeperImpl:
         params, seed = self.baseline
         shown = " ".join(f"{k}={v}" for k, v in params.items())
         if first:
+            unmeasured = len(not_measured(study))
             runs = enqueue_baseline(study, params, self.settings.baseline_repeats, seed)
             said = f"runs first, {runs} time(s), never stopped early" if runs else "measured already in this study"
+            if runs and unmeasured:
+                said += f" (again: {unmeasured} earlier run(s) of it in this study ended without a measurement)"
         else:
             runs, said = 0, "enqueued by the first worker of this study"
         print(f"baseline, your configuration ({shown}): {said}", flush=True)
