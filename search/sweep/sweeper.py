@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import optuna
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 from optuna.trial import TrialState
 
 from search.errors import EXIT_GAVE_UP, BadInput, Interrupted, exit_bad_input
@@ -42,6 +42,7 @@ from search.sweep.baseline import (as_run_here, baseline_params, baseline_trials
 from search.sweep.confirm import confirm, overrides_for, runs_of
 from search.sweep.early_stopping import describe_mode
 from search.sweep.failure_policy import FailurePolicy
+from search.sweep.fixed_config import check_fixed, fixed_record
 from search.sweep.gp_view import asks_for_answer, gp_view
 from search.sweep.hooks import NoHooks
 from search.sweep.jobs import Jobs
@@ -107,10 +108,11 @@ class SweeperImpl:
                                             within_rules(self._directed(plan), plan.space.forbids,
                                                          self.settings.seed, plan.space.runs_as))
             check_space_matches(study, plan.space.distributions)
+            fixed_note = check_fixed(study, fixed_record(self._fixed_config(plan), plan.space.distributions), resumed)
         except BadInput as err:
             exit_bad_input(err)
         metric_names = plan.metrics or [f"value_{i}" for i in range(len(plan.directions))]
-        extra = self._open(study, plan, resumed, metric_names)
+        extra = self._open(study, plan, resumed, metric_names, fixed_note)
         try:
             sweep = tracking.start_sweep(self.settings.experiment_name or plan.study_name, plan.study_name,
                                          params=self._run_params(plan, metric_names),
@@ -233,12 +235,22 @@ class SweeperImpl:
                 put_back(run.study, aside)
         return extra
 
-    def _open(self, study: optuna.Study, plan: Plan, resumed: bool, metric_names: list[str]) -> int:
+    def _fixed_config(self, plan: Plan) -> dict[str, Any]:
+        """The config your configuration's trials share (conf/ and the fixed overrides), unresolved, without the
+        `hydra` node: what search/sweep/fixed_config.py records on the study."""
+        composed = self.jobs.compose(plan.space.fixed_overrides)
+        return OmegaConf.to_container(OmegaConf.masked_copy(composed, [k for k in composed if k != "hydra"]),
+                                      resolve=False)
+
+    def _open(self, study: optuna.Study, plan: Plan, resumed: bool, metric_names: list[str],
+              fixed_note: str | None = None) -> int:
         """Say what is being swept, close what a killed sweep left, record the machine; the hooks'
         trials enqueued on top of n_trials."""
         verb = "resuming" if resumed else "created"
         print(f"study {plan.study_name!r} {verb} ({len(study.trials)} trials so far) in "
               f"{storage_location(self.settings.storage)}", flush=True)
+        if fixed_note is not None:
+            print(fixed_note, flush=True)
         if (line := large_study_notice(plan.sampler, len(study.trials) + self.settings.n_trials)) is not None:
             print(line, flush=True)
         print(describe_mode(plan.early_stopping, plan.pruner, self.settings.early_stopping_margin,

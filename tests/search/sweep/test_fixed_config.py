@@ -1,0 +1,97 @@
+"""A resumed study keeps the fixed configuration it was made with (search/sweep/fixed_config.py)."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import optuna
+import pytest
+from optuna.distributions import CategoricalDistribution
+from optuna.storages import JournalStorage
+from optuna.storages.journal import JournalFileBackend
+from optuna.trial import create_trial
+
+from conftest import TESTS, pythonpath, run_search
+from search.sweep.fixed_config import FIXED_ATTR, changes, fixed_record, source_digest
+from sweep_results import load_study, runs
+
+PACED = ["objective=custom", "objective.callable=paced_objective:objective", "hydra.sweeper.params=null",
+         "batch_size=choice(32,64,128,256)", "hydra.sweeper.seed=0", "hydra.sweeper.study_name=paced",
+         "hydra.sweeper.n_trials=2"]
+
+
+ENV = {"PYTHONPATH": pythonpath(TESTS.parent, TESTS)}
+
+
+def _sweep_dirs(workdir: Path) -> list[Path]:
+    return sorted(workdir.glob("multirun/*/*"))
+
+
+@pytest.mark.slow
+def test_a_changed_fixed_setting_is_refused_leaving_nothing_and_the_same_one_resumes(workdir: Path) -> None:
+    first = run_search("multirun", *PACED, "train.budget_samples=300", cwd=workdir, env=ENV)
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert len(load_study(workdir, "paced").trials) == 2
+    sweeps, trials, dirs = len(runs(workdir, "sweep")), len(runs(workdir, "trial")), _sweep_dirs(workdir)
+
+    changed = run_search("multirun", *PACED, "train.budget_samples=400", cwd=workdir, env=ENV)
+    assert changed.returncode == 2, changed.stdout[-2000:] + changed.stderr[-2000:]
+    [line] = [ln for ln in changed.stderr.splitlines() if ln.strip()]
+    print(line)
+    assert "train.budget_samples 300 -> 400" in line and "hydra.sweeper.study_name=" in line, line
+    assert "resuming" not in changed.stdout
+    assert len(load_study(workdir, "paced").trials) == 2  # nothing enqueued, nothing run
+    assert (len(runs(workdir, "sweep")), len(runs(workdir, "trial"))) == (sweeps, trials)
+    assert _sweep_dirs(workdir) == dirs
+
+    same = run_search("multirun", *PACED, "train.budget_samples=300", cwd=workdir, env=ENV)
+    assert same.returncode == 0, same.stderr[-3000:]
+    assert "study 'paced' resuming (2 trials so far)" in same.stdout
+    assert len(load_study(workdir, "paced").trials) == 4
+
+
+@pytest.mark.slow
+def test_a_study_made_before_the_record_resumes_and_gets_it(workdir: Path) -> None:
+    storage = JournalStorage(JournalFileBackend(str(workdir / "optuna.journal")))
+    old = optuna.create_study(study_name="paced", storage=storage, directions=["maximize", "maximize"])
+    old.add_trial(create_trial(params={"batch_size": 64},
+                               distributions={"batch_size": CategoricalDistribution([32, 64, 128, 256])},
+                               values=[1000.0, 0.9], user_attrs={"outcome": "ok"}))
+    assert FIXED_ATTR not in old.user_attrs
+
+    resumed = run_search("multirun", *PACED, "train.budget_samples=300", cwd=workdir, env=ENV)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "study 'paced' resuming (1 trials so far)" in resumed.stdout
+    assert "no record of its fixed settings (made by an older version): recorded now" in resumed.stdout
+    study = load_study(workdir, "paced")
+    assert study.user_attrs[FIXED_ATTR]["train.budget_samples"] == "300"
+
+    changed = run_search("multirun", *PACED, "train.budget_samples=400", cwd=workdir, env=ENV)
+    assert changed.returncode == 2 and "train.budget_samples 300 -> 400" in changed.stderr
+
+
+def test_the_record_leaves_out_the_space_the_per_trial_settings_and_how_a_trial_runs() -> None:
+    config = {"batch_size": 64, "train": {"budget_samples": 300, "seed": 0, "throughput_only": False,
+                                          "stop_below_samples_per_s": None},
+              "trial": {"timeout_s": 600, "optuna_study": None}, "objective": {"width": 32, "channels": [16, 32]},
+              "hydra": {"job": {"name": "x"}}}
+    record = fixed_record(config, ["batch_size"])
+    assert record == {"train.budget_samples": "300", "train.seed": "0", "objective.width": "32",
+                      "objective.channels": "[16, 32]"}
+    assert changes(record, fixed_record({**config, "objective": {"width": 8, "channels": [16, 32]}},
+                                        ["batch_size"])) == ["objective.width 32 -> 8"]
+    assert fixed_record({**config, "batch_size": 128, "trial": {"timeout_s": 5}}, ["batch_size"]) == record
+
+
+def test_a_user_models_source_file_is_part_of_the_record(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    module = tmp_path / "fixed_config_model.py"
+    module.write_text("class Net:\n    width = 32\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    config = {"objective": {"model": {"_target_": "fixed_config_model.Net"}, "loss": {"_target_": "torch.nn.MSELoss"}}}
+    before = fixed_record(config, [])
+    assert before["objective.model._target_:source"].startswith("sha256:")
+    assert "objective.loss._target_:source" not in before  # an installed package's: its version is the fingerprint's
+    module.write_text("class Net:\n    width = 8\n")
+    assert changes(before, fixed_record(config, [])) == ["the source file of objective.model._target_ changed"]
+    assert source_digest("no_such_module_here.Net") is None
+    sys.modules.pop("fixed_config_model", None)
