@@ -6,7 +6,8 @@ study's first trials (`search.trial_role=baseline`), `hydra.sweeper.baseline_rep
 times, never stopped early: the first at the config's `train.seed`, the second
 at the next seed, so its throughput is measured twice (its noise) and its
 accuracy at two seeds (the answer's second-seed check is compared with it,
-search/sweep/confirm.py). A resumed study that has them runs them no more.
+search/sweep/confirm.py). A resumed study that has them (ended ok: `had`) runs them no more; one resumed
+with another configuration is refused (search/sweep/fixed_config.py).
 
 A baseline value the space does not hold (batch_size 48 against choice(32, 64))
 is added to the space, said in one line: the baseline must be a point of the

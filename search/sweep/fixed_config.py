@@ -1,25 +1,29 @@
-"""The fixed configuration a study was made with, recorded on it and checked when it resumes.
+"""Your configuration as a study was made with it, recorded on the study and checked when it resumes.
 
-A study's trials are comparable only under one fixed configuration: what conf/ and the sweep's fixed
-overrides compose, less the space. Staging takes a trial's accuracy from an earlier trial with the same
-swept maths (search/sweep/staging.py), the baseline runs once per study (search/sweep/baseline.py), and the
-answer compares every trial with it; a re-run of the same command after editing the model, the data or
-`train.budget_samples` resumed the study and mixed the old model's figures with the new one's. So the first
-sweep of a study records its fixed configuration (study attribute FIXED_ATTR: dotted key -> JSON value), and
-a sweep that resumes the study with another one is refused before anything runs (exit 2), naming the keys.
+A study's trials are comparable only under one configuration of everything the sweep does not vary:
+staging takes a trial's accuracy from an earlier trial with the same swept maths (search/sweep/staging.py),
+the baseline runs once per study (search/sweep/baseline.py), and the answer compares every trial with it.
+A re-run of the same command after editing the model, the data or `train.budget_samples` resumed the study
+and mixed the old model's figures with the new one's. So the first sweep of a study records your
+configuration on it (study attribute FIXED_ATTR: dotted key -> JSON value), and a sweep that resumes the
+study with another one is refused before anything runs (exit 2), naming the keys.
 
-Left out of the record: the space's keys, the `hydra` node, what the sweep sets per trial
-(`train.stop_below_samples_per_s`, `train.throughput_only`, the seed checks' `train.seed` is an extra
-override, not part of the composed fixed configuration) and the `trial` section (timeouts, the memory cap,
+Recorded: what conf/ and the sweep's fixed overrides compose, the space's knobs at their values there (your
+configuration, the baseline: its value of a searched knob changed is another baseline). Which knobs the
+space searches may change between sweeps: to try another value of a setting, search it with the recorded
+value among its choices. Left out: the `hydra` node, what the sweep sets per trial
+(`train.stop_below_samples_per_s`, `train.throughput_only`; a seed check's `train.seed` is an extra
+override of its trial, not part of your configuration) and the `trial` section (timeouts, the memory cap,
 the Optuna trial a trial reports to, the GPUs a slot gives it: how a trial is run and stopped, not what it
-measures). Values are recorded unresolved, so that an interpolation of the time or of Hydra's run
-directory does not differ between two runs of one command. A user's model, data, loss or function named
-by `_target_` or `callable` is recorded with a digest of its module's source file (not of the modules that
-file imports), when that file lies outside the installed packages and the standard library.
+measures). Values are recorded unresolved, so that an interpolation of the time or of Hydra's run directory
+does not differ between two runs of one command (one of an environment variable is not followed either). A
+user's model, data, loss or function named by `_target_` or `callable` is recorded with a digest of its
+module's source file (not of the modules that file imports), when that file lies outside the installed
+packages and the standard library (those change with their versions: the fingerprint's warning).
 
-A study made before this record existed has none: the sweep records its configuration then, and says so.
-Workers starting together on a new study: each finds the record missing or equal to its own; the first
-to write it makes it.
+A study made before this record existed has none: the sweep records your configuration then, and says so.
+Workers starting together on a new study each find the record missing or equal to their own; the first to
+write it makes it (two workers started at once with different configurations may both write: the last wins).
 """
 from __future__ import annotations
 
@@ -28,7 +32,7 @@ import importlib.util
 import json
 import sysconfig
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Mapping
 
 import optuna
 
@@ -38,6 +42,7 @@ FIXED_ATTR = "search.fixed_config"
 PER_TRIAL = frozenset({"train.stop_below_samples_per_s", "train.throughput_only"})  # set per trial by the sweep
 HOW_RUN = ("trial",)  # sections that say how a trial is run and stopped, not what it measures
 SOURCE_SUFFIX = ":source"  # `objective.model._target_:source` -> the digest of that target's module file
+SAME_FOR_EVERY_TRIAL = "train."  # the measuring protocol (budget, windows): never offered as a knob to search
 SHOWN = 4  # changed keys named in the refusal, then "and N more"
 
 
@@ -50,19 +55,13 @@ def _leaves(cfg: Any, prefix: str = "") -> dict[str, Any]:
     return {prefix[:-1]: cfg}
 
 
-def _excluded(key: str, space_keys: Iterable[str]) -> bool:
-    if key in PER_TRIAL or key.split(".", 1)[0] in HOW_RUN:
-        return True
-    return any(key == s or key.startswith(f"{s}.") for s in space_keys)
-
-
-def fixed_record(config: Mapping[str, Any], space_keys: Iterable[str]) -> dict[str, str]:
-    """Dotted key -> JSON value of the trial config (the `hydra` node left out), less what the sweep varies or
-    sets per trial; plus a source digest per user `_target_` or `callable` (see the module's docstring)."""
-    space_keys = list(space_keys)
+def fixed_record(config: Mapping[str, Any]) -> dict[str, str]:
+    """Dotted key -> JSON value of your configuration's trial config (the `hydra` node left out), less what the
+    sweep sets per trial and the `trial` section; plus a source digest per user `_target_` or `callable` (see the
+    module's docstring)."""
     record = {}
     for key, value in _leaves({k: v for k, v in config.items() if k != "hydra"}).items():
-        if _excluded(key, space_keys):
+        if key in PER_TRIAL or key.split(".", 1)[0] in HOW_RUN:
             continue
         record[key] = json.dumps(value, sort_keys=True, default=str)
         if (key.endswith("._target_") or key.endswith(".callable")) and isinstance(value, str) and value:
@@ -106,35 +105,53 @@ def _installed(path: Path) -> bool:
 
 
 def changes(old: Mapping[str, str], new: Mapping[str, str]) -> list[str]:
-    """One entry per key whose value differs: `objective.width 32 -> 8`, a source as `... source changed`."""
+    """One entry per key whose value differs: `objective.width 32 -> 8`, a source as `... source file changed`."""
     out = []
     for key in sorted(set(old) | set(new)):
         before, after = old.get(key, "(absent)"), new.get(key, "(absent)")
         if before == after:
             continue
         if key.endswith(SOURCE_SUFFIX):
-            out.append(f"the source file of {key[:-len(SOURCE_SUFFIX)]} changed")
+            out.append(f"{key[:-len(SOURCE_SUFFIX)]}'s source file changed")
         else:
             out.append(f"{key} {before} -> {after}")
     return out
 
 
+def _fix(old: Mapping[str, str], new: Mapping[str, str], changed_keys: list[str]) -> str:
+    """The way out: the old value, searching the new one beside it (a plain value changed, not one of `train`, the
+    same for every trial by design), or a new study."""
+    plain = [k for k in changed_keys if k in old and k in new and not k.endswith(SOURCE_SUFFIX)
+             and not k.startswith(SAME_FOR_EVERY_TRIAL)
+             and not isinstance(json.loads(old[k]), (list, dict)) and not isinstance(json.loads(new[k]), (list, dict))]
+    search = ""
+    if plain:
+        key = plain[0]
+        search = (f" (to compare the two, keep the old one and search both: "
+                  f"{key}=choice({_as_override(old[key])},{_as_override(new[key])}))")
+    return f"fix: the old value{search}, or a new study: hydra.sweeper.study_name=<new name>"
+
+
+def _as_override(recorded: str) -> str:
+    value = json.loads(recorded)
+    return "null" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
+
+
 def check_fixed(study: optuna.Study, record: Mapping[str, str], resumed: bool) -> str | None:
-    """Refuse (BadInput) a resumed study whose recorded fixed configuration differs from `record`; record it on a
-    study that has none. A line to print when an older study got its record only now, else None."""
+    """Refuse (BadInput) a resumed study whose recorded configuration differs from `record`; record it on a study
+    that has none. A line to print when an older study got its record only now, else None."""
     written = study.user_attrs.get(FIXED_ATTR)
     if isinstance(written, Mapping):
         changed = changes(written, record)
         if changed:
+            keys = sorted(k for k in set(written) | set(record) if written.get(k) != record.get(k))
             more = f" and {len(changed) - SHOWN} more" if len(changed) > SHOWN else ""
-            raise BadInput(f"a resumed study keeps the fixed settings it was made with (its trials are compared "
-                           f"with each other and with its baseline); study {study.study_name!r} got "
-                           f"{'; '.join(changed[:SHOWN])}{more}; fix: a new study "
-                           f"(hydra.sweeper.study_name=<new name>), the key in the space "
-                           f"(hydra.sweeper.params), or the old value")
+            raise BadInput(f"a resumed study keeps the configuration it was made with (its trials are compared with "
+                           f"each other and with it; the knobs it searches may change); study {study.study_name!r} got "
+                           f"{'; '.join(changed[:SHOWN])}{more}; {_fix(written, record, keys)}")
         return None
     study.set_user_attr(FIXED_ATTR, dict(record))
     if resumed and study.trials:
-        return (f"study {study.study_name!r} has no record of its fixed settings (made by an older version): "
-                f"recorded now; a later run with other fixed settings is refused")
+        return (f"study {study.study_name!r} has no record of the configuration it was made with (made by an older "
+                f"version): recorded now; a later run with another one is refused")
     return None

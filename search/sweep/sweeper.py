@@ -108,7 +108,7 @@ class SweeperImpl:
                                             within_rules(self._directed(plan), plan.space.forbids,
                                                          self.settings.seed, plan.space.runs_as))
             check_space_matches(study, plan.space.distributions)
-            fixed_note = check_fixed(study, fixed_record(self._fixed_config(plan), plan.space.distributions), resumed)
+            fixed_note = check_fixed(study, fixed_record(self._fixed_config(plan)), resumed)
         except BadInput as err:
             exit_bad_input(err)
         metric_names = plan.metrics or [f"value_{i}" for i in range(len(plan.directions))]

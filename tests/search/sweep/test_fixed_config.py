@@ -12,7 +12,8 @@ from optuna.storages.journal import JournalFileBackend
 from optuna.trial import create_trial
 
 from conftest import TESTS, pythonpath, run_search
-from search.sweep.fixed_config import FIXED_ATTR, changes, fixed_record, source_digest
+from search.errors import BadInput
+from search.sweep.fixed_config import FIXED_ATTR, changes, check_fixed, fixed_record, source_digest
 from sweep_results import load_study, runs
 
 PACED = ["objective=custom", "objective.callable=paced_objective:objective", "hydra.sweeper.params=null",
@@ -38,7 +39,8 @@ def test_a_changed_fixed_setting_is_refused_leaving_nothing_and_the_same_one_res
     assert changed.returncode == 2, changed.stdout[-2000:] + changed.stderr[-2000:]
     [line] = [ln for ln in changed.stderr.splitlines() if ln.strip()]
     print(line)
-    assert "train.budget_samples 300 -> 400" in line and "hydra.sweeper.study_name=" in line, line
+    assert "train.budget_samples 300 -> 400" in line and "hydra.sweeper.study_name=<new name>" in line, line
+    assert "choice(" not in line  # the budget is the same for every trial: not offered as a knob to search
     assert "resuming" not in changed.stdout
     assert len(load_study(workdir, "paced").trials) == 2  # nothing enqueued, nothing run
     assert (len(runs(workdir, "sweep")), len(runs(workdir, "trial"))) == (sweeps, trials)
@@ -62,7 +64,7 @@ def test_a_study_made_before_the_record_resumes_and_gets_it(workdir: Path) -> No
     resumed = run_search("multirun", *PACED, "train.budget_samples=300", cwd=workdir, env=ENV)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert "study 'paced' resuming (1 trials so far)" in resumed.stdout
-    assert "no record of its fixed settings (made by an older version): recorded now" in resumed.stdout
+    assert "no record of the configuration it was made with (made by an older version): recorded now" in resumed.stdout
     study = load_study(workdir, "paced")
     assert study.user_attrs[FIXED_ATTR]["train.budget_samples"] == "300"
 
@@ -70,17 +72,17 @@ def test_a_study_made_before_the_record_resumes_and_gets_it(workdir: Path) -> No
     assert changed.returncode == 2 and "train.budget_samples 300 -> 400" in changed.stderr
 
 
-def test_the_record_leaves_out_the_space_the_per_trial_settings_and_how_a_trial_runs() -> None:
+def test_the_record_leaves_out_the_per_trial_settings_and_how_a_trial_runs() -> None:
     config = {"batch_size": 64, "train": {"budget_samples": 300, "seed": 0, "throughput_only": False,
                                           "stop_below_samples_per_s": None},
               "trial": {"timeout_s": 600, "optuna_study": None}, "objective": {"width": 32, "channels": [16, 32]},
               "hydra": {"job": {"name": "x"}}}
-    record = fixed_record(config, ["batch_size"])
-    assert record == {"train.budget_samples": "300", "train.seed": "0", "objective.width": "32",
+    record = fixed_record(config)
+    assert record == {"batch_size": "64", "train.budget_samples": "300", "train.seed": "0", "objective.width": "32",
                       "objective.channels": "[16, 32]"}
-    assert changes(record, fixed_record({**config, "objective": {"width": 8, "channels": [16, 32]}},
-                                        ["batch_size"])) == ["objective.width 32 -> 8"]
-    assert fixed_record({**config, "batch_size": 128, "trial": {"timeout_s": 5}}, ["batch_size"]) == record
+    assert changes(record, fixed_record({**config, "objective": {"width": 8, "channels": [16, 32]}})) == [
+        "objective.width 32 -> 8"]
+    assert fixed_record({**config, "trial": {"timeout_s": 5}}) == record
 
 
 def test_a_user_models_source_file_is_part_of_the_record(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -88,10 +90,26 @@ def test_a_user_models_source_file_is_part_of_the_record(tmp_path: Path, monkeyp
     module.write_text("class Net:\n    width = 32\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     config = {"objective": {"model": {"_target_": "fixed_config_model.Net"}, "loss": {"_target_": "torch.nn.MSELoss"}}}
-    before = fixed_record(config, [])
+    before = fixed_record(config)
     assert before["objective.model._target_:source"].startswith("sha256:")
     assert "objective.loss._target_:source" not in before  # an installed package's: its version is the fingerprint's
     module.write_text("class Net:\n    width = 8\n")
-    assert changes(before, fixed_record(config, [])) == ["the source file of objective.model._target_ changed"]
+    assert changes(before, fixed_record(config)) == ["objective.model._target_'s source file changed"]
     assert source_digest("no_such_module_here.Net") is None
     sys.modules.pop("fixed_config_model", None)
+
+
+def test_the_refusal_names_the_keys_and_offers_to_search_a_changed_model_setting(workdir: Path) -> None:
+    study = optuna.create_study(study_name="mine", storage=JournalStorage(JournalFileBackend(
+        str(workdir / "optuna.journal"))))
+    record = fixed_record({"objective": {"model": {"width": 32, "blocks": 2}}, "train": {"budget_samples": 300}})
+    assert check_fixed(study, record, resumed=False) is None and study.user_attrs[FIXED_ATTR] == record
+    assert check_fixed(study, record, resumed=True) is None
+    with pytest.raises(BadInput) as refused:
+        check_fixed(study, fixed_record({"objective": {"model": {"width": 8, "blocks": 1}},
+                                         "train": {"budget_samples": 300}}), resumed=True)
+    line = str(refused.value)
+    assert "\n" not in line and "study 'mine' got objective.model.blocks 2 -> 1; objective.model.width 32 -> 8;" in line
+    assert "fix: the old value (to compare the two, keep the old one and search both: " \
+           "objective.model.blocks=choice(2,1)), or a new study: hydra.sweeper.study_name=<new name>" in line
+    assert study.user_attrs[FIXED_ATTR] == record  # the refusal wrote nothing
