@@ -37,6 +37,7 @@ from typing import Any, Mapping
 import optuna
 
 from search.errors import BadInput
+from search.tracking.redact import redact
 
 FIXED_ATTR = "search.fixed_config"
 PER_TRIAL = frozenset({"train.stop_below_samples_per_s", "train.throughput_only"})  # set per trial by the sweep
@@ -63,7 +64,7 @@ def fixed_record(config: Mapping[str, Any]) -> dict[str, str]:
     for key, value in _leaves({k: v for k, v in config.items() if k != "hydra"}).items():
         if key in PER_TRIAL or key.split(".", 1)[0] in HOW_RUN:
             continue
-        record[key] = json.dumps(value, sort_keys=True, default=str)
+        record[key] = redact(json.dumps(value, sort_keys=True, default=str))  # a URL's password is never stored
         if (key.endswith("._target_") or key.endswith(".callable")) and isinstance(value, str) and value:
             digest = source_digest(value)
             if digest is not None:
@@ -123,7 +124,7 @@ def _fix(old: Mapping[str, str], new: Mapping[str, str], changed_keys: list[str]
     same for every trial by design), or a new study."""
     plain = [k for k in changed_keys if k in old and k in new and not k.endswith(SOURCE_SUFFIX)
              and not k.startswith(SAME_FOR_EVERY_TRIAL)
-             and not isinstance(json.loads(old[k]), (list, dict)) and not isinstance(json.loads(new[k]), (list, dict))]
+             and not old[k].startswith(("[", "{")) and not new[k].startswith(("[", "{"))]
     search = ""
     if plain:
         key = plain[0]
@@ -133,7 +134,10 @@ def _fix(old: Mapping[str, str], new: Mapping[str, str], changed_keys: list[str]
 
 
 def _as_override(recorded: str) -> str:
-    value = json.loads(recorded)
+    try:
+        value = json.loads(recorded)
+    except ValueError:  # a value redacted inside its JSON stays valid JSON; this is for safety only
+        return recorded
     return "null" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
 
 

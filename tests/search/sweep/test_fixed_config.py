@@ -83,6 +83,8 @@ def test_the_record_leaves_out_the_per_trial_settings_and_how_a_trial_runs() -> 
     assert changes(record, fixed_record({**config, "objective": {"width": 8, "channels": [16, 32]}})) == [
         "objective.width 32 -> 8"]
     assert fixed_record({**config, "trial": {"timeout_s": 5}}) == record
+    url = fixed_record({"objective": {"train_dataset": {"url": "postgresql://me:s3cret@db/data"}}})
+    assert "s3cret" not in str(url), url
 
 
 def test_a_user_models_source_file_is_part_of_the_record(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
