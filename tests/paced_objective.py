@@ -70,6 +70,8 @@ def without_accuracy(cfg: dict[str, Any]) -> dict[str, float]:
     loss_128 = float((cfg.get("pace") or {}).get("loss_128", 2.0))
     return {"throughput_samples_per_s": paced["throughput_samples_per_s"],
             "val_loss": loss_128 if batch_size == 128 else 0.1}
+
+
 def data_from_env(cfg: dict[str, Any]) -> dict[str, float]:
     """`objective`, whose data is missing while SEARCH_TEST_DATA_MISSING is set: the trial ends infeasible (a
     ConfigError, as a dataset that cannot load), and a later run without it measures."""
