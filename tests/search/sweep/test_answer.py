@@ -541,6 +541,25 @@ def test_an_undecided_confirmation_runs_two_more_rounds_before_the_answer_is_rea
     assert answer is not None and answer.is_baseline and "1.41x (95% CI 0.83-2.42, 3 rounds)" in answer.note
 
 
+def test_a_resumed_study_pairs_only_its_own_confirmations_rounds():
+    """A study from before the rounds were numbered 1..n holds an earlier confirmation's rounds 0-2 (batch 128
+    at 1,000 there): this confirmation's rounds 1-3 are paired among its own trials, not with those."""
+    from search.sweep.confirm import confirm, overrides_for
+
+    run, run_trials = _sweep_of([1600.0, 1620.0, 1580.0])
+    dists = {"batch_size": CategoricalDistribution([64, 128])}
+    for number in (0, 1, 2):
+        for batch in (64, 128):
+            run.study.add_trial(optuna.trial.create_trial(
+                params={"batch_size": batch}, distributions=dists, values=[1000.0, 0.9],
+                user_attrs={ROLE_ATTR: "confirm", ROUND_ATTR: number, "outcome": "ok",
+                            "metrics": {"throughput_samples_per_s": 1000.0, "val_accuracy": 0.9, "trial_wall_s": 1.0}}))
+    answer = confirm(run, run_trials, {"batch_size": 64}, None, lambda p: overrides_for([], p), lambda line: None)
+    assert answer is not None and answer.params == {"batch_size": 128} and answer.rounds == 3, answer
+    assert answer.speedup == pytest.approx(math.exp((math.log(1.6) + math.log(1.62) + math.log(1.58)) / 3))
+    assert answer.confirm_rounds == 3
+
+
 def test_when_the_fastest_search_run_was_luck_the_next_fastest_at_the_floor_is_confirmed():
     """Seen in a default sweep: one run of `loader.num_workers=2` at 2,811 samples/s set the contenders' window
     (10%) above a configuration the search ran at 1.69x; the rounds measured the lucky one at 0.94x, and the
