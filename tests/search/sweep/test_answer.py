@@ -73,11 +73,13 @@ def test_a_tie_goes_to_fewer_devices_then_less_memory():
 
 
 def test_contenders_are_compared_round_by_round_when_a_round_failed_for_one():
-    """The tie test zipped each contender's throughputs as listed: with round 1 failed for the second, its
-    rounds 2 and 3 were paired with the first's rounds 1 and 2 (0.75x and 0.80x: told apart), while round by
+    """The tie test zipped each contender's throughputs as listed: with round 11 failed for the second, its
+    rounds 12-14 were paired with the first's rounds 11-13 (0.75x, 0.80x, 0.83x: told apart), while round by
     round they ran exactly as fast (a tie, the one on fewer devices the answer)."""
-    fast = (Contender({"d": 2}, 250, 0.97, devices=2), Ratio(1.5, 1.2, 1.9, 3), {1: 150.0, 2: 200.0, 3: 250.0})
-    other = (Contender({"d": 1}, 240, 0.97, devices=1), Ratio(1.4, 1.1, 1.8, 2), {2: 200.0, 3: 250.0})
+    fast = (Contender({"d": 2}, 250, 0.97, devices=2), Ratio(1.5, 1.2, 1.9, 4),
+            {11: 150.0, 12: 200.0, 13: 250.0, 14: 300.0})
+    other = (Contender({"d": 1}, 240, 0.97, devices=1), Ratio(1.4, 1.1, 1.8, 3), {12: 200.0, 13: 250.0, 14: 300.0})
+    assert not Ratio.of([150.0, 200.0, 250.0], [200.0, 250.0, 300.0]).holds(1.0)  # by position
     chosen, tied, rule = pick([fast, other])
     assert (chosen, tied) == (1, [0]) and "fewer devices" in rule
 
