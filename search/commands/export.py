@@ -128,18 +128,36 @@ def from_answer(study: optuna.Study) -> dict | None:
             is not None else "no val_accuracy measured: within hydra.sweeper.constraints, or moving only knobs "
                              "that keep your model's maths"),
         "trials": [t.number for t in same],
-        "speedup_vs_baseline": {"estimate": answer.speedup, "ci95": [answer.ci_low, answer.ci_high],
-                                "rounds": answer.rounds} if not answer.is_baseline else {"estimate": 1.0},
-        **({"fastest_contender": {"overrides": answer.fastest_contender["overrides"],
-                                  "speedup_vs_baseline": {k: answer.fastest_contender[k] for k in
-                                                          ("speedup", "ci_low", "ci_high", "rounds")}}}
-           if answer.is_baseline and answer.fastest_contender else {}),
+        "speedup_vs_baseline": _speedup(answer.speedup, answer.ci_low, answer.ci_high, answer.rounds)
+        if not answer.is_baseline else {"estimate": 1.0},
+        "confirm_rounds": answer.rounds_run(),
+        **({"seed_check": _seed_check(answer.seed_check, answer.tolerance)} if answer.seed_check else {}),
+        **({"fastest_contender": {"overrides": fastest["overrides"], "speedup_vs_baseline": _speedup(
+            fastest["speedup"], fastest["ci_low"], fastest["ci_high"], fastest["rounds"])}}
+           if answer.is_baseline and (fastest := answer.fastest_contender) else {}),
         "metrics": {k: float(v) for k, v in chosen.metrics.items()},
         **_accuracy_note(same),
         "overrides": job_overrides(max(same, key=lambda t: t.number)),
         "fingerprint": fingerprint.from_tags(study.user_attrs),
         **({"not_confirmed": left_out} if (left_out := _not_confirmed(study, answer)) else {}),
     }
+
+
+def _speedup(estimate: float, low: float | None, high: float | None, rounds: int) -> dict:
+    """A speedup over the baseline as the export writes every one: the answer's and the fastest contender's."""
+    return {"estimate": estimate, "ci95": [low, high], "rounds": rounds}
+
+
+def _seed_check(check: dict, tolerance: float) -> dict:
+    """The second-seed check the answer rests on (search/sweep/confirm.py): val_accuracy's mean over the two seeds,
+    the answer's against the baseline's at the tolerance, and the second seed's runs."""
+    out = {"seeds": [check["seed"] - 1, check["seed"]], "passed": bool(check["passed"]), "tolerance": tolerance}
+    if "mean_val_accuracy" in check:  # an answer stored before the check took both seeds has the second only
+        out.update(mean_val_accuracy=check["mean_val_accuracy"],
+                   baseline_mean_val_accuracy=check["baseline_mean_val_accuracy"])
+    out[f"at_seed_{check['seed']}"] = {"val_accuracy": check["val_accuracy"],
+                                       "baseline_val_accuracy": check["baseline_val_accuracy"]}
+    return out
 
 
 def _accuracy_note(trials: list[optuna.trial.FrozenTrial]) -> dict:

@@ -19,21 +19,30 @@ def print_answer(answer: Answer, baseline_params: Mapping[str, Any]) -> None:
 
 
 def answer_metrics(answer: Answer | None) -> dict[str, float]:
-    """The sweep run's metrics: the speedup over the baseline with its 95% interval, and both accuracies."""
+    """The sweep run's metrics: the speedup over the baseline with its 95% interval, the rounds the confirmation
+    ran, both accuracies, and the second-seed check's (seed_check_*: the means over both seeds, and the second
+    seed's runs)."""
     if answer is None:
         return {}
-    out = {"speedup_vs_baseline": answer.speedup, "confirm_rounds": float(answer.rounds),
+    out = {"speedup_vs_baseline": answer.speedup, "confirm_rounds": float(answer.rounds_run()),
            "confirm_wall_s": answer.confirm_wall_s, "search_wall_s": answer.search_wall_s}
     if math.isfinite(answer.ci_low) and math.isfinite(answer.ci_high) and answer.rounds >= 2:
         out.update(speedup_vs_baseline_ci_low=answer.ci_low, speedup_vs_baseline_ci_high=answer.ci_high)
     if answer.fastest_contender:  # your configuration: what the rounds measured of the fastest that did not beat it
         fastest = answer.fastest_contender
-        out.update(confirm_rounds=float(fastest["rounds"]), fastest_contender_speedup=fastest["speedup"],
-                   fastest_contender_speedup_ci_low=fastest["ci_low"], fastest_contender_speedup_ci_high=fastest["ci_high"])
+        out.update(fastest_contender_speedup=fastest["speedup"], fastest_contender_speedup_ci_low=fastest["ci_low"],
+                   fastest_contender_speedup_ci_high=fastest["ci_high"])
     if answer.val_accuracy is not None:
         out["answer_val_accuracy"] = answer.val_accuracy
     if answer.baseline_val_accuracy is not None:
         out["baseline_val_accuracy"] = answer.baseline_val_accuracy
+    check = answer.seed_check or {}
+    if "mean_val_accuracy" in check:  # the second-seed check the answer rests on: both seeds' means, each side
+        out.update(seed_check_answer_val_accuracy_mean=check["mean_val_accuracy"],
+                   seed_check_baseline_val_accuracy_mean=check["baseline_mean_val_accuracy"])
+    if check:
+        out.update(seed_check_answer_val_accuracy=check["val_accuracy"],
+                   seed_check_baseline_val_accuracy=check["baseline_val_accuracy"])
     return {k: float(v) for k, v in out.items() if v is not None and math.isfinite(v)}
 
 
@@ -44,10 +53,17 @@ def answer_tags(answer: Answer) -> dict[str, str]:
             "search.answer.baseline_trials": ",".join(map(str, answer.baseline_trials))}
     if answer.fastest_contender:
         tags["search.answer.fastest_contender"] = " ".join(answer.fastest_contender["overrides"])
+    if answer.seed_check:
+        tags["search.answer.seed_check"] = "passed" if answer.seed_check["passed"] else "failed"
     if answer.not_confirmed:  # within noise of the search's fastest, left out of the confirmation by its budget
-        tags["search.answer.not_confirmed"] = "; ".join(" ".join(to_override(k, v) for k, v in c["params"].items())
-                                                        for c in answer.not_confirmed)
+        tags["search.answer.not_confirmed"] = "; ".join(" ".join(_overrides(c)) for c in answer.not_confirmed)
     return tags
+
+
+def _overrides(contender: Mapping[str, Any]) -> list[str]:
+    """A contender's overrides as `search.answer.overrides` has the answer's (the sweep's fixed ones with its
+    knobs); from its knobs alone for an answer stored before they were kept."""
+    return contender.get("overrides") or [to_override(k, v) for k, v in contender["params"].items()]
 
 
 def tag_sweep_run(run_id: str | None, answer: Answer) -> None:

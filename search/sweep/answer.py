@@ -100,13 +100,24 @@ class Answer:
     baseline_trials: list[int] = field(default_factory=list)
     confirm_wall_s: float = 0.0
     search_wall_s: float = 0.0
-    # contenders within noise of the search's fastest that the budget left out: {"params", "search_speedup" (their
-    # search median over the baseline's), "trials"}; not shown to be slower than the answer, only not measured again
+    # contenders within noise of the search's fastest that the budget left out: {"params", "overrides",
+    # "search_speedup" (their search median over confirm.baseline_throughput, the front table's `vs base`),
+    # "trials"}; not shown to be slower than the answer, only not measured again
     not_confirmed: list[dict[str, Any]] = field(default_factory=list)
     your_maths: bool = False  # your configuration's maths, speed-only knobs moved (Contender.your_maths)
-    # when the answer is your configuration: the fastest contender the rounds measured, {"params", "overrides",
-    # "speedup", "ci_low", "ci_high", "rounds"}, so MLflow and export show what was confirmed not to beat it
+    # when the answer is your configuration: the fastest by its estimate of the contenders the rounds measured (a
+    # next in line and one confirmed instead among them), {"params", "overrides", "speedup", "ci_low", "ci_high",
+    # "rounds"}, so MLflow and export show what was confirmed not to beat it
     fastest_contender: dict[str, Any] | None = None
+    # the rounds the confirmation ran in all (search.confirm_round 1..n): `rounds` are those of the answer's own
+    # speedup (0 for your configuration), fewer after a next in line or one confirmed instead; None: stored before
+    confirm_rounds: int | None = None
+
+    def rounds_run(self) -> int:
+        """The rounds the confirmation ran; for an answer stored before they were counted, the most it shows."""
+        if self.confirm_rounds is not None:
+            return self.confirm_rounds
+        return max(self.rounds, int((self.fastest_contender or {}).get("rounds", 0)))
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -153,14 +164,21 @@ def within_noise(ranked: Sequence[Contender], noise: float, most: int) -> list[C
     return [c for c in ranked if c.throughput >= top * (1.0 - noise)][:most]
 
 
-def pick(confirmed: Sequence[tuple[Contender, Ratio, list[float]]]) -> tuple[int, list[int], str]:
-    """Index of the answer among (contender, speedup vs baseline, per-round throughputs), the indices tied
-    with the fastest, and the rule used."""
+def paired(numerators: Mapping[int, float], denominators: Mapping[int, float]) -> tuple[list[float], list[float]]:
+    """Two configurations' throughputs by round number (search.confirm_round), kept where both have the round:
+    a round that did not end ok for one of them pairs nothing (paired by position, the rounds after it slid)."""
+    rounds = sorted(set(numerators) & set(denominators))
+    return [numerators[r] for r in rounds], [denominators[r] for r in rounds]
+
+
+def pick(confirmed: Sequence[tuple[Contender, Ratio, Mapping[int, float]]]) -> tuple[int, list[int], str]:
+    """Index of the answer among (contender, speedup vs baseline, its throughput by round number), the indices
+    tied with the fastest, and the rule used."""
     order = sorted(range(len(confirmed)), key=lambda i: confirmed[i][1].estimate, reverse=True)
     fastest = order[0]
     tied = []
     for i in order[1:]:
-        versus = Ratio.of(confirmed[fastest][2], confirmed[i][2])
+        versus = Ratio.of(*paired(confirmed[fastest][2], confirmed[i][2]))
         if versus is None or versus.holds(1.0):
             tied.append(i)
     if not tied:

@@ -68,7 +68,7 @@ def trial_kind(attrs: dict[str, Any]) -> str:
     """What a trial was run for, in words, when it was not an ordinary proposal; '' when it was."""
     role = attrs.get(ROLE_ATTR)
     parts = {"baseline": ["baseline"], "seed_check": ["second-seed check"],
-             "confirm": [f"confirmation round {int(attrs.get(ROUND_ATTR, 0)) + 1}"]}.get(role, [])
+             "confirm": [f"confirmation round {attrs.get(ROUND_ATTR, '')}"]}.get(role, [])  # 1, 2, ... as stored
     nightly = attrs.get(NIGHTLY_ROLE_ATTR)  # nightly's repeats: last night's answer, earlier nights', tonight's
     parts += {"incumbent": ["last night's answer again"], "warm_start": ["an earlier night's"],
               "top_up": ["tonight's answer, a whole run"]}.get(nightly, [])

@@ -54,8 +54,8 @@ import optuna
 from optuna.trial import TrialState
 
 from search.reports.choose import Candidate, candidates, key
-from search.sweep.answer import (ACCURACY, MEMORY_METRICS, THROUGHPUT, Answer, Contender, Ratio, eligible, pick,
-                                 spread, within_noise)
+from search.sweep.answer import (ACCURACY, MEMORY_METRICS, THROUGHPUT, Answer, Contender, Ratio, eligible, paired,
+                                 pick, spread, within_noise)
 from search.sweep.baseline import baseline_accuracy, baseline_trials
 from search.sweep.roles import ROLE_ATTR, ROUND_ATTR, SEED_ATTR, enqueue
 from search.sweep.space import to_override
@@ -94,7 +94,8 @@ def _cost_s(study: optuna.Study, throughput_only: bool) -> float:
 
 
 def _round_throughputs(study: optuna.Study, params: Mapping[str, Any], first_trial: int) -> dict[int, float]:
-    """Round -> throughput of the configuration's confirmation trials since `first_trial`."""
+    """Round number -> throughput of the configuration's confirmation trials since `first_trial` (a round that
+    did not end ok is missing: pairs are made by round number, never by position)."""
     out = {}
     for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
         if t.number >= first_trial and t.user_attrs.get(ROLE_ATTR) == "confirm" and key(t.params) == key(params) \
@@ -105,9 +106,13 @@ def _round_throughputs(study: optuna.Study, params: Mapping[str, Any], first_tri
 
 def _paired(study: optuna.Study, base: Mapping[str, Any], c: Mapping[str, Any],
             first_trial: int) -> tuple[list[float], list[float]]:
-    b, x = _round_throughputs(study, base, first_trial), _round_throughputs(study, c, first_trial)
-    rounds = sorted(set(b) & set(x))
-    return [x[r] for r in rounds], [b[r] for r in rounds]
+    return paired(_round_throughputs(study, c, first_trial), _round_throughputs(study, base, first_trial))
+
+
+def _rounds_run(study: optuna.Study, first_trial: int) -> list[int]:
+    """The round numbers the confirmation started at trial `first_trial` has enqueued so far (and run)."""
+    return sorted({int(t.user_attrs[ROUND_ATTR]) for t in study.get_trials(deepcopy=False)[first_trial:]
+                   if t.user_attrs.get(ROLE_ATTR) == "confirm" and ROUND_ATTR in t.user_attrs})
 
 
 def confirm(run: SweepRun, run_trials: RunTrials, base_params: dict[str, Any], seed: int | None,
@@ -115,6 +120,7 @@ def confirm(run: SweepRun, run_trials: RunTrials, base_params: dict[str, Any], s
     """Measure, pick and check the answer; None (with a line said) when there is nothing to state."""
     settings, study = run.settings, run.study
     search_wall_s = time.monotonic() - run.started_s
+    first_trial = len(study.trials)  # the confirmation's trials are those from here on
     trials = study.get_trials(deepcopy=False)
     base_trials = [t for t in baseline_trials(study)
                    if t.state == TrialState.COMPLETE and t.user_attrs.get("outcome") == "ok"]
@@ -142,6 +148,7 @@ def confirm(run: SweepRun, run_trials: RunTrials, base_params: dict[str, Any], s
         return Answer(dict(params), overrides_of(params), key(params) == key(base_params), r.estimate, r.low,
                       r.high, r.rounds, val_accuracy, base_accuracy, settings.accuracy_tolerance,
                       baseline_trials=[t.number for t in base_trials], search_wall_s=search_wall_s,
+                      confirm_rounds=len(_rounds_run(study, first_trial)),
                       your_maths=maths_key(params) == maths_key(base_params) and key(params) != key(base_params), **kw)
 
     def check_of(c: Contender) -> dict[str, Any] | None:
@@ -159,7 +166,7 @@ def confirm(run: SweepRun, run_trials: RunTrials, base_params: dict[str, Any], s
                          if len(ranked) > 1 else "no other configuration ran to an answer at its accuracy")
     if settings.confirm_budget <= 0:
         best = contenders[0]
-        ratio = best.throughput / statistics.median(m[THROUGHPUT] for m in base_metrics if THROUGHPUT in m)
+        ratio = best.throughput / (baseline_throughput(study, base_params) or statistics.median(base_throughputs))
         return answer_of(best.params, Ratio(ratio, 0.0, math.inf, 0), best.val_accuracy,
                          note="not confirmed (hydra.sweeper.confirm_budget=0): one search measurement each, no interval")
 
@@ -168,12 +175,16 @@ def confirm(run: SweepRun, run_trials: RunTrials, base_params: dict[str, Any], s
     within = contenders
     found = len(within)
     contenders = within_budget(within, round_trial_s, check_s, budget_s)
-    base_median = statistics.median(base_throughputs) if base_throughputs else None
-    not_confirmed = [{"params": dict(c.params), "trials": c.trials,  # left out by the budget, the slowest
-                      "search_speedup": c.throughput / base_median if base_median else None}
-                     for c in within[len(contenders):]]
+
+    def not_confirmed(measured_again: set[tuple] = frozenset()) -> list[dict[str, Any]]:
+        """The contenders the budget left out (the slowest), but those measured again since, with their search
+        speedup over the baseline's throughput as the front table's `vs base` has it (baseline_throughput)."""
+        base = baseline_throughput(study, base_params)
+        return [{"params": dict(c.params), "overrides": overrides_of(c.params), "trials": c.trials,
+                 "search_speedup": c.throughput / base if base else None}
+                for c in within[len(contenders):] if key(c.params) not in measured_again]
+
     start = time.monotonic()
-    first_trial = len(study.trials)
     configs = [base_params] + [c.params for c in contenders]
     left_out = (f" ({found - len(contenders)} more within noise left out by the budget, the slowest first; "
                 f"hydra.sweeper.confirm_budget)") if found > len(contenders) else ""
@@ -181,14 +192,15 @@ def confirm(run: SweepRun, run_trials: RunTrials, base_params: dict[str, Any], s
         f"re-measured in interleaved rounds (budget {budget_s:.0f} s, {settings.confirm_budget:.0%} of the "
         f"search){left_out}{over_budget_note(len(contenders), round_trial_s, check_s, budget_s)}")
 
-    def measured() -> list[tuple[Contender, Ratio, list[float]]]:
-        """Each contender with its paired speedup over the rounds so far and its per-round throughputs."""
+    def measured() -> list[tuple[Contender, Ratio, dict[int, float]]]:
+        """Each contender with its paired speedup over the rounds so far and its throughput by round number."""
         out = []
+        base_rounds = _round_throughputs(study, base_params, first_trial)
         for c in contenders:
-            num, den = _paired(study, base_params, c.params, first_trial)
-            ratio = Ratio.of(num, den)
+            by_round = _round_throughputs(study, c.params, first_trial)
+            ratio = Ratio.of(*paired(by_round, base_rounds))
             if ratio is not None and ratio.rounds >= 2:
-                out.append((c, ratio, num))
+                out.append((c, ratio, by_round))
         return out
 
     rounds = _rounds(study, run_trials, configs, round_trial_s,
@@ -213,18 +225,22 @@ def confirm(run: SweepRun, run_trials: RunTrials, base_params: dict[str, Any], s
         if check is None or check["passed"]:
             return answer_of(c.params, ratio, c.val_accuracy, seed_check=check, rule=rule,
                              tied_with=[confirmed[j][0].params for j in tied] if i == chosen else [],
-                             trials=c.trials, confirm_wall_s=time.monotonic() - start, not_confirmed=not_confirmed)
+                             trials=c.trials, confirm_wall_s=time.monotonic() - start, not_confirmed=not_confirmed())
         say(f"the second-seed check failed for {' '.join(overrides_of(c.params))}: {check_text(check)}")
         failed_check = failed_check or (ratio, check)
     best = confirmed[order[0]]
     tried = {key(c.params) for c, _, _ in confirmed}  # measured in the rounds
+    speedups = [(c, ratio) for c, ratio, _ in confirmed]  # every contender measured, the ones below added
 
     def pair_ratio(params: Mapping[str, Any]) -> Ratio | None:
-        """3 more interleaved rounds of `params` against the baseline (2 more when undecided), over the budget."""
+        """3 more interleaved rounds of `params` against the baseline (2 more when undecided), over the budget,
+        numbered on from the confirmation's last round."""
         first, pair = len(study.trials), [base_params, params]
-        rounds = _rounds(study, run_trials, pair, round_trial_s, lambda spent, per_round: True)
+        number_from = max(_rounds_run(study, first_trial), default=0) + 1
+        rounds = _rounds(study, run_trials, pair, round_trial_s, lambda spent, per_round: True,
+                         number_from=number_from)
         _more_if_undecided(study, run_trials, pair, round_trial_s, rounds, undecided_rounds, say,
-                           lambda: Ratio.of(*_paired(study, base_params, params, first)))
+                           lambda: Ratio.of(*_paired(study, base_params, params, first)), number_from)
         ratio = Ratio.of(*_paired(study, base_params, params, first))
         return ratio if ratio is not None and ratio.rounds >= 2 else None
 
@@ -232,12 +248,14 @@ def confirm(run: SweepRun, run_trials: RunTrials, base_params: dict[str, Any], s
         """Its rounds and its check: the answer when it beats the baseline and passes, else the note, longer."""
         ratio = pair_ratio(c.params)
         tried.add(key(c.params))
+        if ratio is not None:
+            speedups.append((c, ratio))
         if ratio is not None and beats_baseline(ratio):
             check = check_of(c)
             if check is None or check["passed"]:
                 return answer_of(c.params, ratio, c.val_accuracy, seed_check=check, rule=rule, trials=c.trials,
                                  confirm_wall_s=time.monotonic() - start, note=note,
-                                 not_confirmed=[n for n in not_confirmed if key(n["params"]) not in tried]), note
+                                 not_confirmed=not_confirmed(tried)), note
             say(f"the second-seed check failed for {' '.join(overrides_of(c.params))}: {check_text(check)}")
         return None, note + f"; {' '.join(overrides_of(c.params))} ({what}): " + (
             ratio.text() if ratio is not None else "its rounds did not end ok")
@@ -259,10 +277,11 @@ def confirm(run: SweepRun, run_trials: RunTrials, base_params: dict[str, Any], s
                 return answer
     else:
         note = f"no configuration was faster beyond noise (the fastest contender: {best[1].text()})"
-        following = _next_in_line(ranked, tried | {key(base_params)}, base_median, noise, best[1])
+        base = baseline_throughput(study, base_params)
+        following = _next_in_line(ranked, tried | {key(base_params)}, base, noise, best[1])
         if following is not None:
             say(f"confirming next: {' '.join(overrides_of(following.params))}, "
-                f"{following.throughput / base_median:.2f}x your configuration in the search, faster there than the "
+                f"{following.throughput / base:.2f}x your configuration in the search, faster there than the "
                 f"contenders within noise of the fastest measured here ({best[1].text()}), in {MIN_ROUNDS} more "
                 f"interleaved rounds")
             answer, note = confirmed_instead(following, "the next fastest in the search, after the contenders within "
@@ -270,27 +289,40 @@ def confirm(run: SweepRun, run_trials: RunTrials, base_params: dict[str, Any], s
                                              "the next fastest in the search")
             if answer is not None:
                 return answer
-    left = [n for n in not_confirmed if key(n["params"]) not in tried]
+    left = not_confirmed(tried)
     if left:
         note += (f"; {len(left)} more contender(s) within noise were not confirmed (the budget, "
                  f"hydra.sweeper.confirm_budget)")
-    fastest = {"params": dict(best[0].params), "overrides": overrides_of(best[0].params), "speedup": best[1].estimate,
-               "ci_low": best[1].low, "ci_high": best[1].high, "rounds": best[1].rounds}
+    top, ratio = max(speedups, key=lambda s: s[1].estimate)  # the next in line and one instead among them
+    fastest = {"params": dict(top.params), "overrides": overrides_of(top.params), "speedup": ratio.estimate,
+               "ci_low": ratio.low, "ci_high": ratio.high, "rounds": ratio.rounds}
     return answer_of(base_params, None, base_accuracy, confirm_wall_s=time.monotonic() - start, note=note,
                      not_confirmed=left, fastest_contender=fastest)
 
 
-def _next_in_line(ranked: list[Contender], tried: set[tuple], base_median: float | None, noise: float,
+def _next_in_line(ranked: list[Contender], tried: set[tuple], base_throughput: float | None, noise: float,
                   fastest: Ratio) -> Contender | None:
     """When no contender was faster than the baseline beyond noise: the fastest configuration at the floor not
     measured again yet, if the search saw it faster than the baseline by more than noise and than what the
     fastest contender measured in the rounds. Seen in a sweep: one lucky run of `loader.num_workers=2` (2,811
     samples/s in the search, 0.94x in the rounds) set the contenders' window above a configuration the search ran
     at 1.69x, and the answer was the baseline."""
-    if base_median is None or base_median <= 0:
+    if base_throughput is None or base_throughput <= 0:
         return None
     return next((c for c in ranked if key(c.params) not in tried
-                 and c.throughput / base_median > max(1.0 + noise, fastest.estimate)), None)
+                 and c.throughput / base_throughput > max(1.0 + noise, fastest.estimate)), None)
+
+
+def baseline_throughput(study: optuna.Study, base_params: Mapping[str, Any]) -> float | None:
+    """The baseline's throughput wherever a speedup divides by it outside the paired rounds (a contender left
+    out by the budget, the next in line, confirm_budget=0), the same figure as the front table's `vs base`
+    (search/reports/tables.py baseline_value): the median of your configuration's runs at your seed that ended ok,
+    the confirmation's rounds among them. Every other configuration's figure is the median of its runs at that
+    seed, so the baseline's is too; the rounds, measured beside the contenders, are most of its runs, and its run
+    at the next seed trains another draw of the same data order, not the one the others are compared at."""
+    found = next((c for c in candidates(study.get_trials(deepcopy=False)) if key(c.params) == key(base_params)),
+                 None)
+    return found.metrics.get(THROUGHPUT) if found is not None else None
 
 
 def runs_of(study: optuna.Study, params: Mapping[str, Any]) -> list[int]:
@@ -301,10 +333,13 @@ def runs_of(study: optuna.Study, params: Mapping[str, Any]) -> list[int]:
 
 
 def _rounds(study: optuna.Study, run_trials: RunTrials, configs: list[Mapping[str, Any]], round_trial_s: float,
-            over_budget: Callable[[float, float], bool], first_round: int = 0, least: int = MIN_ROUNDS) -> int:
-    """Interleaved rounds of `configs` (the order reversed every other round), numbered from `first_round`:
-    at least `least`, then more while `over_budget(seconds spent, seconds per round)` says no, up to round
-    MAX_ROUNDS; returns the number of rounds run in all."""
+            over_budget: Callable[[float, float], bool], first_round: int = 0, least: int = MIN_ROUNDS,
+            number_from: int = 1) -> int:
+    """Interleaved rounds of `configs`, from the block's `first_round` (0-based): at least `least`, then more
+    while `over_budget(seconds spent, seconds per round)` says no, up to MAX_ROUNDS in the block; returns the
+    number of rounds in the block. Each is stored as `search.confirm_round` = number_from + its place in the
+    block: one confirmation numbers its rounds 1, 2, ... once (the rounds of a next in line or one instead go
+    on from the last), as the terminal says them; the order is reversed every other round of the block."""
     start, rounds = time.monotonic(), first_round
     while rounds < MAX_ROUNDS:
         done = rounds - first_round
@@ -313,7 +348,7 @@ def _rounds(study: optuna.Study, run_trials: RunTrials, configs: list[Mapping[st
         if done >= least and over_budget(spent, per_round):
             break
         for params in (configs if rounds % 2 == 0 else configs[::-1]):
-            enqueue(study, dict(params), "confirm", **{ROUND_ATTR: rounds})
+            enqueue(study, dict(params), "confirm", **{ROUND_ATTR: number_from + rounds})
         run_trials(len(configs))
         rounds += 1
     return rounds
@@ -321,7 +356,7 @@ def _rounds(study: optuna.Study, run_trials: RunTrials, configs: list[Mapping[st
 
 def _more_if_undecided(study: optuna.Study, run_trials: RunTrials, configs: list[Mapping[str, Any]],
                        round_trial_s: float, rounds: int, undecided_rounds: int, say: Callable[[str], None],
-                       fastest: Callable[[], Ratio | None]) -> None:
+                       fastest: Callable[[], Ratio | None], number_from: int = 1) -> None:
     """`undecided_rounds` (hydra.sweeper.confirm_undecided_rounds) more rounds, once, over the budget, when the
     fastest contender's speedup (``fastest()``, over the `rounds` run) is above 1 by its estimate and its
     interval still holds 1: with 3 rounds Student's t has 2 degrees of freedom (4.30; with 5 rounds, 2.78),
@@ -334,7 +369,8 @@ def _more_if_undecided(study: optuna.Study, run_trials: RunTrials, configs: list
         return
     say(f"undecided after {rounds} rounds (the fastest contender: {ratio.text()}): {more} more round(s), over the "
         f"budget, before the answer is read")
-    _rounds(study, run_trials, configs, round_trial_s, lambda spent, per_round: True, first_round=rounds, least=more)
+    _rounds(study, run_trials, configs, round_trial_s, lambda spent, per_round: True, first_round=rounds, least=more,
+            number_from=number_from)
 
 
 def check_text(check: Mapping[str, Any]) -> str:

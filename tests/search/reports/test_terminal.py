@@ -109,7 +109,7 @@ def test_a_trial_that_was_not_an_ordinary_proposal_says_what_it_was_run_for() ->
     assert trial_kind({}) == ""
     assert trial_kind({ROLE_ATTR: "baseline", SEED_ATTR: 1}) == "baseline, seed 1"
     assert trial_kind({"search.accuracy_from": 6}) == "timed only, val acc of trial 6"
-    assert trial_kind({ROLE_ATTR: "confirm", "search.confirm_round": 0, "search.accuracy_from": 0}) == \
+    assert trial_kind({ROLE_ATTR: "confirm", "search.confirm_round": 1, "search.accuracy_from": 0}) == \
         "confirmation round 1, timed only, val acc of trial 0"
     assert trial_kind({ROLE_ATTR: "seed_check", SEED_ATTR: 1}) == "second-seed check, seed 1"
     line = finished_line(1, "ok", {"throughput_samples_per_s": 1518.0, "val_accuracy": 0.9833}, METRICS,

@@ -55,16 +55,33 @@ def test_contenders_are_those_at_the_accuracy_floor_within_noise_of_the_fastest(
     assert [c.params["b"] for c in eligible([*cs, yours], floor=0.965)] == [5, 1, 3, 4]
 
 
+def _by_round(throughputs: list[float], first: int = 1) -> dict[int, float]:
+    return dict(enumerate(throughputs, start=first))
+
+
 def test_a_tie_goes_to_fewer_devices_then_less_memory():
     rounds = [100.0, 102.0, 98.0]
-    one = (Contender({"d": 1}, 100, 0.97, devices=1, peak_memory_bytes=5e8), Ratio.of(rounds, [50.0] * 3), rounds)
+    one = (Contender({"d": 1}, 100, 0.97, devices=1, peak_memory_bytes=5e8), Ratio.of(rounds, [50.0] * 3),
+           _by_round(rounds))
     two = (Contender({"d": 2}, 101, 0.97, devices=2, peak_memory_bytes=4e8),
-           Ratio.of([101.0, 101.0, 100.0], [50.0] * 3), [101.0, 101.0, 100.0])
+           Ratio.of([101.0, 101.0, 100.0], [50.0] * 3), _by_round([101.0, 101.0, 100.0]))
     chosen, tied, rule = pick([two, one])
     assert chosen == 1 and tied == [0] and "fewer devices" in rule
     clear = (Contender({"d": 2}, 200, 0.97, devices=2), Ratio.of([200.0, 201.0, 199.0], [50.0] * 3),
-             [200.0, 201.0, 199.0])
+             _by_round([200.0, 201.0, 199.0]))
     assert pick([one, clear]) == (1, [], "the fastest in confirmation")
+
+
+def test_contenders_are_compared_round_by_round_when_a_round_failed_for_one():
+    """The tie test zipped each contender's throughputs as listed: with round 11 failed for the second, its
+    rounds 12-14 were paired with the first's rounds 11-13 (0.75x, 0.80x, 0.83x: told apart), while round by
+    round they ran exactly as fast (a tie, the one on fewer devices the answer)."""
+    fast = (Contender({"d": 2}, 250, 0.97, devices=2), Ratio(1.5, 1.2, 1.9, 4),
+            {11: 150.0, 12: 200.0, 13: 250.0, 14: 300.0})
+    other = (Contender({"d": 1}, 240, 0.97, devices=1), Ratio(1.4, 1.1, 1.8, 3), {12: 200.0, 13: 250.0, 14: 300.0})
+    assert not Ratio.of([150.0, 200.0, 250.0], [200.0, 250.0, 300.0]).holds(1.0)  # by position
+    chosen, tied, rule = pick([fast, other])
+    assert (chosen, tied) == (1, [0]) and "fewer devices" in rule
 
 
 def test_the_budget_leaves_out_the_slowest_contenders_and_keeps_the_fastest():
@@ -124,19 +141,62 @@ def test_the_panel_names_what_the_budget_left_out_of_the_confirmation():
 
 def test_when_your_configuration_is_the_answer_mlflow_carries_the_rounds_that_showed_it():
     """Was: `confirm_rounds=0`, no interval, although 6 interleaved rounds ran; the contender's figures were only
-    in the panel's note."""
+    in the panel's note. Then: confirm_rounds the fastest contender's 3 when 6 ran (3 and 3 for the next in line)."""
     from search.reports.answer import answer_metrics, answer_tags
 
     fastest = {"params": {"loader.num_workers": 2}, "overrides": ["loader.num_workers=2"], "speedup": 0.86,
                "ci_low": 0.46, "ci_high": 1.61, "rounds": 3}
     a = Answer({"loader.num_workers": 0}, [], True, 1.0, 1.0, 1.0, 0, 0.9777, 0.9777, 0.005,
-               fastest_contender=fastest)
+               fastest_contender=fastest, confirm_rounds=6)
     assert Answer.from_dict(a.to_dict()) == a
     metrics = answer_metrics(a)
-    assert metrics["speedup_vs_baseline"] == 1.0 and metrics["confirm_rounds"] == 3
+    assert metrics["speedup_vs_baseline"] == 1.0 and metrics["confirm_rounds"] == 6
+    stored_before = {k: v for k, v in a.to_dict().items() if k != "confirm_rounds"}  # the most it shows: 3
+    assert answer_metrics(Answer.from_dict(stored_before))["confirm_rounds"] == 3
     assert (metrics["fastest_contender_speedup"], metrics["fastest_contender_speedup_ci_low"],
             metrics["fastest_contender_speedup_ci_high"]) == (0.86, 0.46, 1.61)
     assert answer_tags(a)["search.answer.fastest_contender"] == "loader.num_workers=2"
+
+
+def test_the_export_writes_every_speedup_in_one_layout_and_the_seed_check():
+    """The answer's speedup was {estimate, ci95, rounds}, the fastest contender's {speedup, ci_low, ci_high,
+    rounds}; the second-seed check was in the terminal's panel only."""
+    from search.commands.export import from_answer
+    from search.reports.answer import answer_metrics, answer_tags
+
+    study = optuna.create_study(directions=["maximize", "maximize"])
+    dists = {"batch_size": CategoricalDistribution([64, 128])}
+    for batch in (64, 128):
+        study.add_trial(optuna.trial.create_trial(
+            params={"batch_size": batch}, distributions=dists, values=[1000.0, 0.9],
+            user_attrs={"outcome": "ok", "metrics": {"throughput_samples_per_s": 1000.0, "val_accuracy": 0.9}}))
+    fastest = {"params": {"batch_size": 128}, "overrides": ["batch_size=128"], "speedup": 0.98, "ci_low": 0.30,
+               "ci_high": 3.23, "rounds": 3}
+    yours = Answer({"batch_size": 64}, ["batch_size=64"], True, 1.0, 1.0, 1.0, 0, 0.9, 0.9, 0.005,
+                   fastest_contender=fastest, confirm_rounds=6)
+    study.set_user_attr("search.answer", yours.to_dict())
+    written = from_answer(study)
+    assert written["fastest_contender"] == {"overrides": ["batch_size=128"], "speedup_vs_baseline": {
+        "estimate": 0.98, "ci95": [0.30, 3.23], "rounds": 3}}
+    assert written["confirm_rounds"] == 6 and "seed_check" not in written
+
+    check = {"seed": 1, "val_accuracy": 0.91, "baseline_val_accuracy": 0.912, "mean_val_accuracy": 0.905,
+             "baseline_mean_val_accuracy": 0.906, "passed": True}
+    faster = Answer({"batch_size": 128}, ["batch_size=128"], False, 1.9, 1.8, 2.0, 4, 0.9, 0.9, 0.005,
+                    seed_check=check, confirm_rounds=4)
+    study.set_user_attr("search.answer", faster.to_dict())
+    written = from_answer(study)
+    assert written["speedup_vs_baseline"] == {"estimate": 1.9, "ci95": [1.8, 2.0], "rounds": 4}
+    assert written["seed_check"] == {"seeds": [0, 1], "passed": True, "tolerance": 0.005, "mean_val_accuracy": 0.905,
+                                     "baseline_mean_val_accuracy": 0.906,
+                                     "at_seed_1": {"val_accuracy": 0.91, "baseline_val_accuracy": 0.912}}
+    metrics = answer_metrics(faster)
+    assert (metrics["seed_check_answer_val_accuracy_mean"], metrics["seed_check_baseline_val_accuracy_mean"]) == (
+        0.905, 0.906)
+    assert answer_tags(faster)["search.answer.seed_check"] == "passed"
+    failed = Answer.from_dict({**faster.to_dict(), "seed_check": {**check, "passed": False}})
+    assert answer_tags(failed)["search.answer.seed_check"] == "failed"
+    assert "search.answer.seed_check" not in answer_tags(yours)
 
 
 def test_the_baseline_widens_the_space_and_runs_once_per_missing_repeat():
@@ -265,6 +325,12 @@ def test_a_sweep_ends_with_a_confirmed_answer(workdir):
     assert sweep.data.metrics["speedup_vs_baseline_ci_low"] == pytest.approx(answer.ci_low)
     assert "batch_size=128" in sweep.data.tags["search.answer.overrides"]
     assert sweep.data.tags["search.answer.trials"] == ",".join(map(str, at_seed))
+    # the second-seed check the answer rests on, in MLflow as in the panel (it was in the panel only)
+    assert sweep.data.metrics["seed_check_answer_val_accuracy_mean"] == pytest.approx(check["mean_val_accuracy"])
+    assert sweep.data.metrics["seed_check_baseline_val_accuracy_mean"] == pytest.approx(
+        check["baseline_mean_val_accuracy"])
+    assert sweep.data.tags["search.answer.seed_check"] == "passed"
+    assert sweep.data.metrics["confirm_rounds"] == answer.confirm_rounds == answer.rounds
     trial_runs = runs(workdir, "trial")
     assert {r.data.tags.get(ROLE_ATTR) for r in trial_runs} >= {"baseline", "confirm", "seed_check"}
 
@@ -275,6 +341,10 @@ def test_a_sweep_ends_with_a_confirmed_answer(workdir):
     assert "batch_size=128" in written["overrides"]
     assert not any(o.startswith(("train.seed", "train.throughput_only")) for o in written["overrides"])
     assert written["speedup_vs_baseline"]["estimate"] == pytest.approx(answer.speedup)
+    assert written["confirm_rounds"] == answer.confirm_rounds
+    assert written["seed_check"]["seeds"] == [0, 1] and written["seed_check"]["passed"] is True
+    assert written["seed_check"]["mean_val_accuracy"] == pytest.approx(check["mean_val_accuracy"])
+    assert written["seed_check"]["baseline_mean_val_accuracy"] == pytest.approx(check["baseline_mean_val_accuracy"])
 
 
 def test_the_rounds_run_one_at_a_time_when_trials_share_the_machine(workdir):
@@ -486,7 +556,7 @@ def test_an_undecided_confirmation_runs_two_more_rounds_before_the_answer_is_rea
     [line] = [s for s in said if s.startswith("undecided after 3 rounds")]
     assert "(the fastest contender: 1.41x (95% CI 0.83-2.42, 3 rounds)): 2 more round(s), over the budget" in line
     rounds = sorted(t.user_attrs[ROUND_ATTR] for t in run.study.trials if t.user_attrs.get(ROLE_ATTR) == "confirm")
-    assert rounds == [0, 0, 1, 1, 2, 2, 3, 3, 4, 4]
+    assert rounds == [1, 1, 2, 2, 3, 3, 4, 4, 5, 5] and answer.confirm_rounds == 5
 
     said.clear()
     run, run_trials = _sweep_of([1600.0, 1580.0, 1620.0])
@@ -497,6 +567,25 @@ def test_an_undecided_confirmation_runs_two_more_rounds_before_the_answer_is_rea
     run.settings.confirm_undecided_rounds = 0  # never over the budget: the answer is read after 3 rounds
     answer = confirm(run, run_trials, {"batch_size": 64}, 0, lambda p: overrides_for([], p), said.append)
     assert answer is not None and answer.is_baseline and "1.41x (95% CI 0.83-2.42, 3 rounds)" in answer.note
+
+
+def test_a_resumed_study_pairs_only_its_own_confirmations_rounds():
+    """A study from before the rounds were numbered 1..n holds an earlier confirmation's rounds 0-2 (batch 128
+    at 1,000 there): this confirmation's rounds 1-3 are paired among its own trials, not with those."""
+    from search.sweep.confirm import confirm, overrides_for
+
+    run, run_trials = _sweep_of([1600.0, 1620.0, 1580.0])
+    dists = {"batch_size": CategoricalDistribution([64, 128])}
+    for number in (0, 1, 2):
+        for batch in (64, 128):
+            run.study.add_trial(optuna.trial.create_trial(
+                params={"batch_size": batch}, distributions=dists, values=[1000.0, 0.9],
+                user_attrs={ROLE_ATTR: "confirm", ROUND_ATTR: number, "outcome": "ok",
+                            "metrics": {"throughput_samples_per_s": 1000.0, "val_accuracy": 0.9, "trial_wall_s": 1.0}}))
+    answer = confirm(run, run_trials, {"batch_size": 64}, None, lambda p: overrides_for([], p), lambda line: None)
+    assert answer is not None and answer.params == {"batch_size": 128} and answer.rounds == 3, answer
+    assert answer.speedup == pytest.approx(math.exp((math.log(1.6) + math.log(1.62) + math.log(1.58)) / 3))
+    assert answer.confirm_rounds == 3
 
 
 def test_when_the_fastest_search_run_was_luck_the_next_fastest_at_the_floor_is_confirmed():
@@ -555,6 +644,64 @@ def test_when_the_fastest_search_run_was_luck_the_next_fastest_at_the_floor_is_c
     answer = confirm(run, run_trials, {"batch_size": 64}, None, lambda p: overrides_for([], p), said.append)
     assert answer is not None and answer.is_baseline, answer
     assert "batch_size=256 (the next fastest in the search): 1.00x" in answer.note, answer.note
+    # The next in line's rounds go on from the contenders' (they restarted at 0), are counted in the rounds the
+    # confirmation ran (MLflow said 3 of 6), and it is the fastest contender measured (1.00x against 0.95x: only
+    # the note said so).
+    rounds = [(t.params["batch_size"], t.user_attrs[ROUND_ATTR]) for t in study.trials
+              if t.user_attrs.get(ROLE_ATTR) == "confirm"]
+    assert [n for b, n in rounds if b == 64] == [1, 2, 3, 4, 5, 6]
+    assert [n for b, n in rounds if b != 64] == [1, 2, 3, 4, 5, 6] and answer.confirm_rounds == 6
+    fastest = answer.fastest_contender
+    assert fastest["params"] == {"batch_size": 256} and fastest["rounds"] == 3, fastest
+    assert fastest["speedup"] == pytest.approx(1.0, abs=0.01)
+
+
+def test_a_contender_left_out_is_shown_at_the_front_tables_speedup():
+    """The panel said `not confirmed: ... 1.62x in 1 search run` over the median of your configuration's two
+    search runs (seeds 0 and 1), the front table's `vs base` divided by its runs at your seed, the rounds among
+    them: two speedups for one run. One figure now, the table's."""
+    import types
+
+    from search.reports.answer import answer_tags
+    from search.reports.tables import baseline_trials as shown_baseline
+    from search.reports.tables import baseline_value, configuration_rows
+    from search.sweep.confirm import confirm, overrides_for
+    from search.sweep.sweep_settings import SweepSettings
+
+    study = optuna.create_study(directions=["maximize", "maximize"])
+    dists = {"batch_size": CategoricalDistribution([64, 128, 256])}
+
+    def tell(params: dict, throughput: float, attrs: dict) -> None:
+        study.add_trial(optuna.trial.create_trial(
+            params=params, distributions=dists, values=[throughput, 0.9],
+            user_attrs={**attrs, "outcome": "ok",
+                        "metrics": {"throughput_samples_per_s": throughput, "val_accuracy": 0.9, "trial_wall_s": 1.0}}))
+
+    tell({"batch_size": 64}, 1000.0, {ROLE_ATTR: "baseline"})
+    tell({"batch_size": 64}, 600.0, {ROLE_ATTR: "baseline", SEED_ATTR: 1})
+    tell({"batch_size": 128}, 1600.0, {})
+    tell({"batch_size": 256}, 1560.0, {})  # within noise, left out by the budget
+
+    def run_trials(n: int) -> None:
+        for _ in range(n):
+            trial = study.ask(dists)
+            throughput = {64: 1100.0, 128: 1600.0}[trial.params["batch_size"]]
+            trial.set_user_attr("outcome", "ok")
+            trial.set_user_attr("metrics", {"throughput_samples_per_s": throughput, "val_accuracy": 0.9})
+            study.tell(trial, [throughput, 0.9])
+
+    run = types.SimpleNamespace(settings=SweepSettings(confirm_budget=0.15, confirm_candidates=3),
+                                study=study, started_s=time.monotonic() - 5.0, staging=True)
+    answer = confirm(run, run_trials, {"batch_size": 64}, None, lambda p: overrides_for(["objective=paced"], p),
+                     lambda line: None)
+    assert answer is not None and answer.params == {"batch_size": 128}, answer
+    [left] = answer.not_confirmed
+    base = baseline_value(configuration_rows(study), shown_baseline(study))
+    assert base == 1100.0  # the median of 1,000 and the rounds' 1,100s; not of 1,000 and 600 (800)
+    assert left["search_speedup"] == pytest.approx(1560.0 / base)
+    # and the MLflow tag names it as search.answer.overrides names the answer, the sweep's fixed overrides first
+    assert answer_tags(answer)["search.answer.not_confirmed"] == "objective=paced batch_size=256"
+    assert answer_tags(answer)["search.answer.overrides"] == "objective=paced batch_size=128"
 
 
 def test_contenders_the_budget_left_out_are_named_in_the_panel_mlflow_and_the_export(workdir):
@@ -573,7 +720,9 @@ def test_contenders_the_budget_left_out_are_named_in_the_panel_mlflow_and_the_ex
     moved = " ".join(f"{k}={v}" for k, v in left["params"].items() if v != {"batch_size": 64, "parallel.threads": 1}[k])
     assert re.search(rf"not confirmed \(hydra.sweeper.confirm_budget\): {moved}, \d\.\d\dx in ", out), out
     [sweep] = runs(workdir, "sweep")
-    assert sweep.data.tags["search.answer.not_confirmed"].startswith("batch_size=128 parallel.threads=")
+    fixed = "objective=custom objective.callable=paced_objective:objective "  # as search.answer.overrides has them
+    assert sweep.data.tags["search.answer.overrides"].startswith(fixed)
+    assert sweep.data.tags["search.answer.not_confirmed"].startswith(fixed + "batch_size=128 parallel.threads=")
 
     exported = run_search("export", "--out", "best.yaml", cwd=workdir, env=env)
     assert exported.returncode == 0, exported.stderr
