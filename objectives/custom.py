@@ -16,7 +16,8 @@ LR scaling, loader workers, precision, model pruning (structured keeps the
 last Linear, taken to be the classifier head), DDP. Dataset items must be
 ``(input, target)`` pairs; the loss defaults to cross-entropy, and
 ``val_accuracy`` (argmax == target) is reported when the targets are class
-indices.
+indices or class probabilities of the output's shape (soft labels, one-hot:
+their argmax is the class).
 """
 
 from __future__ import annotations

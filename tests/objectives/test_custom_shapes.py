@@ -31,3 +31,12 @@ def test_a_model_that_takes_no_example_batch_says_what_was_being_done():
                                            r"samples .*batch 4 must be a multiple of 8\); fix: make the model's "
                                            r"forward take a batch of 1 or of batch_size samples"):
         trial("Picky", batch_size=4)
+
+
+def test_soft_label_targets_train_with_the_default_loss_and_give_accuracy():
+    """One-hot float targets failed in the default loss ('Expected input batch_size (64) to match target batch_size
+    (640)'): F.cross_entropy takes class probabilities of the logits' shape, and accuracy reads their argmax."""
+    onehot, classes = trial(target="onehot"), trial()
+    assert onehot.outcome == "ok", onehot.reason
+    assert onehot.metrics["val_accuracy"] == classes.metrics["val_accuracy"] > 0.5  # chance is 0.25
+    assert onehot.metrics["val_loss"] == pytest.approx(classes.metrics["val_loss"], rel=1e-5)
