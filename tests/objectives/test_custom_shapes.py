@@ -40,3 +40,40 @@ def test_soft_label_targets_train_with_the_default_loss_and_give_accuracy():
     assert onehot.outcome == "ok", onehot.reason
     assert onehot.metrics["val_accuracy"] == classes.metrics["val_accuracy"] > 0.5  # chance is 0.25
     assert onehot.metrics["val_loss"] == pytest.approx(classes.metrics["val_loss"], rel=1e-5)
+
+
+def test_structured_model_pruning_keeps_a_head_registered_before_the_body():
+    """The head was taken to be the last registered nn.Linear: a `self.classifier` defined before `self.body` was
+    cut from 4 outputs to 2, and every trial crashed (IndexError: target out of bounds)."""
+    result = trial("HeadFirst", model_pruning={"ratio": 0.5, "method": "structured"})
+    assert result.outcome == "ok", result.reason
+    assert result.metrics["params_count"] < 0.7 * result.metrics["params_count_before_model_pruning"]
+    assert result.metrics["val_accuracy"] > 0.5  # chance is 0.25
+
+
+def test_output_layers_follow_the_forward_not_the_registration_order():
+    import torch
+    from torch import nn
+
+    from objectives.custom import output_layers
+    from misfit_objective import HeadFirst
+
+    model = HeadFirst()
+    assert output_layers(model, torch.zeros(1, 16)) == [model.classifier]
+    conv = nn.Sequential(nn.Conv2d(3, 8, 3), nn.ReLU(), nn.Conv2d(8, 4, 1), nn.AdaptiveAvgPool2d(1), nn.Flatten())
+    assert output_layers(conv, torch.zeros(1, 3, 8, 8)) == [conv[2]]  # the last the forward ran: a 1x1 conv head
+
+
+def test_model_pruning_that_changes_the_output_shape_is_refused_in_one_line():
+    from objectives.knobs.model_pruning import ModelPruningConfig, prune_and_count
+    from objectives.workload import Workload
+    from misfit_objective import Blobs, HeadFirst
+
+    import torch
+
+    model = HeadFirst()
+    work = Workload(Blobs(), None, model, torch.zeros(1, 16), model_pruning_ignored=[model.body[0]])  # not the head
+    with pytest.raises(RuntimeError, match=r"model pruning must leave the model's output shape as it is; got \(1, 4\) "
+                                           r"before and \(1, 2\) after structured model pruning .* keeps whole "
+                                           r"body.0\); fix: model_pruning.method=unstructured"):
+        prune_and_count(ModelPruningConfig(0.5, "structured"), work, applies=True)
