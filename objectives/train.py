@@ -208,8 +208,17 @@ def evaluate(
     correct, loss_sum, seen, classifies = 0, 0.0, 0, True
     for x, y in loader:
         x, y = x.to(device), y.to(device)
-        with precision.autocast():
-            logits = model(x)
+        try:
+            with precision.autocast():
+                logits = model(x)
+        except (MemoryError, torch.cuda.OutOfMemoryError):  # an outcome of its own (oom), as it is
+            raise
+        except Exception as err:  # noqa: BLE001 - the user's forward; say which batch it was given
+            raise RuntimeError(
+                f"evaluating on the validation set in batches of {loader.batch_size} (train.eval_batch_size) failed "
+                f"on a batch of {len(x)} samples ({type(err).__name__}: {' '.join(str(err).split())[:200]}); fix: "
+                f"a train.eval_batch_size and a validation set size the model's forward takes"
+            ) from err
         logits = logits.float()
         if is_probabilities(logits, y):
             y_class = y.argmax(dim=-1)

@@ -188,8 +188,12 @@ def counted_example(model: nn.Module, example: torch.Tensor,
 
     from objectives import measure
 
+    import torch
+
     try:
         return example, *measure.counted_forward(model, example)
+    except (MemoryError, torch.cuda.OutOfMemoryError):  # an outcome of its own (oom), as it is
+        raise
     except Exception as err:  # noqa: BLE001 - the user's forward, on a batch it may not take
         first = f"{type(err).__name__}: {' '.join(str(err).split())[:200]}"
         if batch_size <= example.shape[0]:
@@ -199,6 +203,8 @@ def counted_example(model: nn.Module, example: torch.Tensor,
     batch = example.repeat(batch_size, *([1] * (example.dim() - 1)))
     try:
         flops, shape = measure.counted_forward(model, batch)
+    except (MemoryError, torch.cuda.OutOfMemoryError):
+        raise
     except Exception as err:  # noqa: BLE001
         raise RuntimeError(f"counting FLOPs on an example batch of 1 sample and of batch_size={batch_size} samples "
                            f"of the training set failed ({first}; then {type(err).__name__}: "

@@ -77,3 +77,13 @@ def test_model_pruning_that_changes_the_output_shape_is_refused_in_one_line():
                                            r"before and \(1, 2\) after structured model pruning .* keeps whole "
                                            r"body.0\); fix: model_pruning.method=unstructured"):
         prune_and_count(ModelPruningConfig(0.5, "structured"), work, applies=True)
+
+
+def test_an_evaluation_batch_the_model_does_not_take_is_named():
+    """The last validation batch holds what is left (here 100 of 100 samples at batch 512)."""
+    objective = {"name": "custom", "model": {"_target_": f"{M}.Picky"},
+                 "train_dataset": {"_target_": f"{M}.Blobs", "size": 256},
+                 "val_dataset": {"_target_": f"{M}.Blobs", "size": 100, "seed": 2}}
+    with pytest.raises(RuntimeError, match=r"evaluating on the validation set in batches of 512 "
+                                           r"\(train.eval_batch_size\) failed on a batch of 100 samples"):
+        run_trial({"objective": objective, "batch_size": 32, "train": {"budget_samples": 256}})
