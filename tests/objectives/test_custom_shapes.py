@@ -59,9 +59,16 @@ def test_output_layers_follow_the_forward_not_the_registration_order():
     from misfit_objective import HeadFirst
 
     model = HeadFirst()
-    assert output_layers(model, torch.zeros(1, 16)) == [model.classifier]
+    assert output_layers(model, torch.zeros(1, 16)) == ([model.body[0]], [model.classifier])
+    from objectives.config import CustomConfig
+    from objectives.custom import custom_workload
+
+    work = custom_workload(CustomConfig(name="custom", model={"_target_": f"{M}.HeadFirst"},
+                                        train_dataset={"_target_": f"{M}.Blobs"}))
+    assert work.model_pruning_ignored == [work.model.classifier]
+    assert work.semi_sparse_kept == [work.model.body[0], work.model.classifier]  # 2:4 too: input layer and head
     conv = nn.Sequential(nn.Conv2d(3, 8, 3), nn.ReLU(), nn.Conv2d(8, 4, 1), nn.AdaptiveAvgPool2d(1), nn.Flatten())
-    assert output_layers(conv, torch.zeros(1, 3, 8, 8)) == [conv[2]]  # the last the forward ran: a 1x1 conv head
+    assert output_layers(conv, torch.zeros(1, 3, 8, 8)) == ([], [conv[2]])  # the last it ran: a 1x1 conv head
 
 
 def test_model_pruning_that_changes_the_output_shape_is_refused_in_one_line():
