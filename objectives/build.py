@@ -79,7 +79,8 @@ def build_model(cfg: TrialConfig, device: torch.device, world_size: int) -> Buil
     work = build_workload(cfg.objective, cfg.train.eval_batch_size)
     not_applied = knobs_not_applied(cfg, work)
     # model pruning on the plain module: torch-pruning traces the graph and replaces layers
-    pruned = prune_and_count(cfg.model_pruning, work, applies="model_pruning" not in not_applied)
+    pruned = prune_and_count(cfg.model_pruning, work, applies="model_pruning" not in not_applied,
+                             batch_size=cfg.batch_size)
     model, metrics = pruned.model, pruned.metrics
     if pruned.not_applied:
         not_applied["model_pruning"] = pruned.not_applied

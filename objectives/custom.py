@@ -13,10 +13,12 @@ to stderr).
 ``_target_`` mapping built by objectives.instantiate, become a Workload that
 runs through the same path as digits, so every knob applies: batch size and
 LR scaling, loader workers, precision, model pruning (structured keeps the
-last Linear, taken to be the classifier head), DDP. Dataset items must be
+output layer whole: the one whose output the forward returns, else the last
+Conv or Linear it ran), DDP. Dataset items must be
 ``(input, target)`` pairs; the loss defaults to cross-entropy, and
 ``val_accuracy`` (argmax == target) is reported when the targets are class
-indices.
+indices or class probabilities of the output's shape (soft labels, one-hot:
+their argmax is the class).
 """
 
 from __future__ import annotations
@@ -81,6 +83,35 @@ def _first_input(dataset: Any) -> torch.Tensor:
     return torch.as_tensor(x).unsqueeze(0)
 
 
+def output_layers(model: nn.Module, example: torch.Tensor) -> tuple[list[nn.Module], list[nn.Module]]:
+    """The model's input and output layers by its forward on the example: the first Linear it ran, and the Conv
+    or Linear whose output is the model's output, else the last one it ran. Structured model pruning keeps the
+    output layer whole (its outputs are the classes), 2:4 keeps both dense. Registration order says nothing (a
+    ``self.classifier`` defined before ``self.body`` was cut from 10 outputs to 5). A forward that raises on the
+    example (a model taking only some batch sizes) falls back to the first and last registered Linear."""
+    layers = (nn.Linear, nn.Conv1d, nn.Conv2d, nn.Conv3d)
+    ran: list[tuple[nn.Module, Any]] = []
+    hooks = [m.register_forward_hook(lambda m, _, out: ran.append((m, out))) for m in model.modules()
+             if isinstance(m, layers)]
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            out = model(example)
+    except Exception:  # noqa: BLE001 - the trial's own forward says why
+        linears = [m for m in model.modules() if isinstance(m, nn.Linear)]
+        return linears[:1], linears[-1:]
+    finally:
+        for hook in hooks:
+            hook.remove()
+        model.train(was_training)
+    first = [m for m, _ in ran if isinstance(m, nn.Linear)][:1]
+    if not ran:
+        return first, []
+    same = [m for m, o in ran if isinstance(o, torch.Tensor) and isinstance(out, torch.Tensor) and o is out]
+    return first, same[-1:] or [ran[-1][0]]
+
+
 def custom_workload(cfg: CustomConfig) -> Workload:
     model = instantiate(cfg.model, "objective.model")
     if not isinstance(model, nn.Module):
@@ -91,12 +122,14 @@ def custom_workload(cfg: CustomConfig) -> Workload:
     train_set = instantiate(cfg.train_dataset, "objective.train_dataset")
     val_set = instantiate(cfg.val_dataset, "objective.val_dataset") if cfg.val_dataset is not None else None
     loss_fn = instantiate(cfg.loss, "objective.loss") if cfg.loss is not None else cross_entropy
-    linears = [m for m in model.modules() if isinstance(m, nn.Linear)]
+    example = _first_input(train_set)
+    first, head = output_layers(model, example)
     return Workload(
         train_set=train_set,
         val_set=val_set,
         model=model,
-        example_input=_first_input(train_set),
+        example_input=example,
         loss_fn=loss_fn,
-        model_pruning_ignored=linears[-1:],
+        model_pruning_ignored=head,
+        semi_sparse_kept=first + [m for m in head if all(m is not f for f in first)],
     )

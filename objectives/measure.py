@@ -33,14 +33,19 @@ def params_nonzero(model: nn.Module) -> int:
 
 def flops_per_sample(model: nn.Module, example_input: torch.Tensor) -> int:
     """Forward FLOPs for one sample, counted by torch's FlopCounterMode in eval mode."""
+    return counted_forward(model, example_input)[0]
+
+
+def counted_forward(model: nn.Module, example_input: torch.Tensor) -> tuple[int, tuple[int, ...] | None]:
+    """Forward FLOPs of the example batch (eval mode) and the output's shape (None: not one tensor)."""
     was_training = model.training
     model.eval()
     try:
         with torch.no_grad(), FlopCounterMode(display=False) as counter:
-            model(example_input)
+            out = model(example_input)
     finally:
         model.train(was_training)
-    return int(counter.get_total_flops())
+    return int(counter.get_total_flops()), tuple(out.shape) if isinstance(out, torch.Tensor) else None
 
 
 def peak_rss_bytes() -> int:

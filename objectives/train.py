@@ -38,7 +38,7 @@ from objectives.knobs.precision import PrecisionPlan
 from objectives.sampling import ShardedEpochSampler
 from objectives.time_to_accuracy import TargetAccuracy
 from objectives.timing import Span, WindowPlan
-from objectives.workload import LossFn
+from objectives.workload import LossFn, is_probabilities
 
 
 @dataclass
@@ -197,23 +197,39 @@ def train(
 def evaluate(
     model: nn.Module, loader: DataLoader, precision: PrecisionPlan, device: torch.device, loss_fn: LossFn
 ) -> dict[str, float]:
-    """Mean loss over every target of the validation split, and accuracy when targets are class indices.
+    """Mean loss over every target of the validation split, and accuracy when targets are classes.
 
     Works for (N, C) logits with (N,) targets and for (N, T, C) sequences with
-    (N, T) targets alike: accuracy is argmax over the last dimension.
+    (N, T) targets alike: accuracy is argmax over the last dimension. Class
+    probabilities of the logits' shape (soft labels, one-hot) count as their
+    argmax class, one target per row.
     """
     model.eval()
     correct, loss_sum, seen, classifies = 0, 0.0, 0, True
     for x, y in loader:
         x, y = x.to(device), y.to(device)
-        with precision.autocast():
-            logits = model(x)
+        try:
+            with precision.autocast():
+                logits = model(x)
+        except (MemoryError, torch.cuda.OutOfMemoryError):  # an outcome of its own (oom), as it is
+            raise
+        except Exception as err:  # noqa: BLE001 - the user's forward; say which batch it was given
+            raise RuntimeError(
+                f"evaluating on the validation set in batches of {loader.batch_size} (train.eval_batch_size) failed "
+                f"on a batch of {len(x)} samples ({type(err).__name__}: {' '.join(str(err).split())[:200]}); fix: "
+                f"a train.eval_batch_size and a validation set size the model's forward takes"
+            ) from err
         logits = logits.float()
-        loss_sum += float(loss_fn(logits, y)) * y.numel()
-        seen += y.numel()
-        classifies = classifies and not y.is_floating_point() and logits.shape[:-1] == y.shape
+        if is_probabilities(logits, y):
+            y_class = y.argmax(dim=-1)
+        else:
+            y_class = None if y.is_floating_point() else y
+        count = y.numel() if y_class is None else y_class.numel()
+        loss_sum += float(loss_fn(logits, y)) * count
+        seen += count
+        classifies = classifies and y_class is not None and logits.shape[:-1] == y_class.shape
         if classifies:
-            correct += int((logits.argmax(dim=-1) == y).sum())
+            correct += int((logits.argmax(dim=-1) == y_class).sum())
     model.train()
     out = {"val_loss": loss_sum / seen}
     if classifies:

@@ -22,9 +22,18 @@ from torch.utils.data import Dataset
 LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
 
+def is_probabilities(logits: torch.Tensor, targets: torch.Tensor) -> bool:
+    """Soft-label or one-hot targets: floats of the logits' own shape, a probability per class."""
+    return targets.is_floating_point() and targets.shape == logits.shape
+
+
 def cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    """Mean cross-entropy over every target, for (N, C) logits or (N, T, C) sequences."""
-    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+    """Mean cross-entropy over every target, for (N, C) logits or (N, T, C) sequences; targets are class indices
+    ((N,) or (N, T)) or class probabilities of the logits' shape (soft labels, one-hot), as F.cross_entropy takes."""
+    classes = logits.shape[-1]
+    if is_probabilities(logits, targets):
+        return F.cross_entropy(logits.reshape(-1, classes), targets.reshape(-1, classes))
+    return F.cross_entropy(logits.reshape(-1, classes), targets.reshape(-1))
 
 
 @dataclass

@@ -178,7 +178,45 @@ class PrunedModel:
     not_applied: str  # why the knob turned out not to apply ("" when it did)
 
 
-def prune_and_count(cfg: ModelPruningConfig, work: Workload, applies: bool) -> PrunedModel:
+def counted_example(model: nn.Module, example: torch.Tensor,
+                    batch_size: int) -> tuple[torch.Tensor, float, tuple[int, ...] | None]:
+    """The example batch the model takes and its forward FLOPs per sample: one sample first (cheap), else the
+    sample repeated to the trial's batch size (a model may take only some batch sizes, e.g. multiples of 32),
+    its FLOPs divided by that size; said once on stderr. Neither: the error says what was being done. Also the
+    output's shape on that example (None: not one tensor)."""
+    import sys
+
+    from objectives import measure
+
+    import torch
+
+    try:
+        return example, *measure.counted_forward(model, example)
+    except (MemoryError, torch.cuda.OutOfMemoryError):  # an outcome of its own (oom), as it is
+        raise
+    except Exception as err:  # noqa: BLE001 - the user's forward, on a batch it may not take
+        first = f"{type(err).__name__}: {' '.join(str(err).split())[:200]}"
+        if batch_size <= example.shape[0]:
+            raise RuntimeError(f"counting FLOPs on an example batch of {example.shape[0]} sample(s) of the training "
+                               f"set failed ({first}); fix: make the model's forward take a batch of "
+                               f"{example.shape[0]}") from err
+    batch = example.repeat(batch_size, *([1] * (example.dim() - 1)))
+    try:
+        flops, shape = measure.counted_forward(model, batch)
+    except (MemoryError, torch.cuda.OutOfMemoryError):
+        raise
+    except Exception as err:  # noqa: BLE001
+        raise RuntimeError(f"counting FLOPs on an example batch of 1 sample and of batch_size={batch_size} samples "
+                           f"of the training set failed ({first}; then {type(err).__name__}: "
+                           f"{' '.join(str(err).split())[:200]}); fix: make the model's forward take a batch of 1 "
+                           f"or of batch_size samples") from err
+    print(f"note: the model's forward raised on an example batch of 1 sample ({first}); FLOPs are counted, and "
+          f"model pruning traced, on an example batch of batch_size={batch_size} samples instead",
+          file=sys.stderr, flush=True)
+    return batch, flops / batch_size, shape
+
+
+def prune_and_count(cfg: ModelPruningConfig, work: Workload, applies: bool, batch_size: int = 1) -> PrunedModel:
     """Model pruning on the plain model, with parameter and FLOP counts taken on either side of it.
 
     2:4 changes no shape and its sparse kernels have no CPU version (the
@@ -188,11 +226,12 @@ def prune_and_count(cfg: ModelPruningConfig, work: Workload, applies: bool) -> P
     """
     from objectives import measure
 
-    model, example = work.model, work.example_input
+    model = work.model
+    example, flops, output_shape = counted_example(model, work.example_input, batch_size)
     kept = layers_kept(cfg, work)
     metrics: dict[str, float] = {
         "params_count_before_model_pruning": measure.params_count(model),
-        "flops_per_sample_before_model_pruning": measure.flops_per_sample(model, example),
+        "flops_per_sample_before_model_pruning": flops,
     }
     names = semi_sparse_layer_names(model, kept) if applies and cfg.method == "2:4" and cfg.ratio > 0 else []
     if names:
@@ -203,12 +242,22 @@ def prune_and_count(cfg: ModelPruningConfig, work: Workload, applies: bool) -> P
     if names:
         metrics["flops_per_sample"] = metrics["flops_per_sample_before_model_pruning"]
     else:
-        metrics["flops_per_sample"] = measure.flops_per_sample(model, example)
+        flops, pruned_shape = measure.counted_forward(model, example)
+        metrics["flops_per_sample"] = flops / example.shape[0]
+        if pruned_shape != output_shape:
+            raise RuntimeError(f"model pruning must leave the model's output shape as it is; got {output_shape} "
+                               f"before and {pruned_shape} after {cfg.method} model pruning (it cut the output "
+                               f"layer: the workload keeps whole {_names(model, kept) or 'no layer'}); fix: "
+                               "model_pruning.method=unstructured or model_pruning.ratio=0")
     not_applied = ""
     if applies and cfg.ratio > 0 and cfg.method == "structured":
         if metrics["params_count"] == metrics["params_count_before_model_pruning"]:
             not_applied = "structured: torch-pruning found no channel group to remove"
     return PrunedModel(model, metrics, names, not_applied)
+
+
+def _names(model: nn.Module, layers: list[nn.Module]) -> str:
+    return ", ".join(name for name, m in model.named_modules() if any(m is layer for layer in layers))
 
 
 def finalize_model_pruning(model: nn.Module) -> nn.Module:

@@ -89,6 +89,10 @@ def check_trial_rules(job: dict) -> None:
     try:
         trial = parse_values(OmegaConf.to_container(OmegaConf.create(job), resolve=True))
         check_objective(trial.objective)
+        if getattr(trial.objective, "model", None) is not None:  # built once, as the sweep does (its preflight)
+            from objectives.custom_check import check_custom
+
+            check_custom(trial.objective)
         # The rules that tie knobs together, and this machine's checks first (a rule's fix would not make it run
         # here), except for a function, which applies what it declares.
         here = machine_hardware() if getattr(trial.objective, "callable", None) is None else None

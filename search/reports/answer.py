@@ -5,6 +5,7 @@ import math
 from typing import Any, Mapping
 
 from rich.panel import Panel
+from rich.text import Text
 
 from search.reports.tables import console
 from search.sweep.answer import Answer, panel_lines
@@ -14,7 +15,8 @@ from search.tracking import mlflow_client
 
 def print_answer(answer: Answer, baseline_params: Mapping[str, Any]) -> None:
     title = "the answer: your configuration" if answer.is_baseline else "the answer"
-    console().print(Panel("\n".join(panel_lines(answer, baseline_params)), title=title, title_align="left",
+    # Text, not markup: the lines hold the user's overrides and values ('hydra.searchpath=[file://...]')
+    console().print(Panel(Text("\n".join(panel_lines(answer, baseline_params))), title=title, title_align="left",
                           expand=False))
 
 

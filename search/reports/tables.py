@@ -239,7 +239,7 @@ def print_front(study: optuna.Study, metric_names: Sequence[str]) -> None:
 
 def print_single(job_cfg: Mapping[str, Any], result: Mapping[str, Any]) -> None:
     """`python -m search run`: one trial's outcome and figures."""
-    table = Table(title=f"trial outcome: {result.get('outcome')}  {result.get('reason', '')}")
+    table = Table(title=escape(f"trial outcome: {result.get('outcome')}  {result.get('reason', '')}"))
     table.add_column("metric")
     table.add_column("value", justify="right")
     for key, value in sorted(result.get("metrics", {}).items()):
@@ -247,7 +247,7 @@ def print_single(job_cfg: Mapping[str, Any], result: Mapping[str, Any]) -> None:
     info = dict(result.get("info", {}))
     warnings = [info.pop(k) for k in WARNINGS if k in info]
     for key, value in sorted(info.items()):
-        table.add_row(key, str(value))
+        table.add_row(key, escape(str(value)))  # the user's text (paths, reasons): '[...]' is no markup
     console().print(table)
     for warning in warnings:
         print(warning, file=sys.stderr, flush=True)

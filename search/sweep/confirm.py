@@ -54,8 +54,8 @@ import optuna
 from optuna.trial import TrialState
 
 from search.reports.choose import Candidate, candidates, key
-from search.sweep.answer import (ACCURACY, MEMORY_METRICS, THROUGHPUT, Answer, Contender, Ratio, eligible, paired,
-                                 pick, spread, within_noise)
+from search.sweep.answer import (ACCURACY, MEMORY_METRICS, THROUGHPUT, Answer, Contender, Ratio, changed_text,
+                                 eligible, paired, pick, spread, within_noise)
 from search.sweep.baseline import baseline_accuracy, baseline_trials
 from search.sweep.roles import ROLE_ATTR, ROUND_ATTR, SEED_ATTR, enqueue
 from search.sweep.space import to_override
@@ -226,7 +226,7 @@ def confirm(run: SweepRun, run_trials: RunTrials, base_params: dict[str, Any], s
             return answer_of(c.params, ratio, c.val_accuracy, seed_check=check, rule=rule,
                              tied_with=[confirmed[j][0].params for j in tied] if i == chosen else [],
                              trials=c.trials, confirm_wall_s=time.monotonic() - start, not_confirmed=not_confirmed())
-        say(f"the second-seed check failed for {' '.join(overrides_of(c.params))}: {check_text(check)}")
+        say(f"the second-seed check failed for {changed_text(c.params, base_params)}: {check_text(check)}")
         failed_check = failed_check or (ratio, check)
     best = confirmed[order[0]]
     tried = {key(c.params) for c, _, _ in confirmed}  # measured in the rounds
@@ -256,8 +256,8 @@ def confirm(run: SweepRun, run_trials: RunTrials, base_params: dict[str, Any], s
                 return answer_of(c.params, ratio, c.val_accuracy, seed_check=check, rule=rule, trials=c.trials,
                                  confirm_wall_s=time.monotonic() - start, note=note,
                                  not_confirmed=not_confirmed(tried)), note
-            say(f"the second-seed check failed for {' '.join(overrides_of(c.params))}: {check_text(check)}")
-        return None, note + f"; {' '.join(overrides_of(c.params))} ({what}): " + (
+            say(f"the second-seed check failed for {changed_text(c.params, base_params)}: {check_text(check)}")
+        return None, note + f"; {changed_text(c.params, base_params)} ({what}): " + (
             ratio.text() if ratio is not None else "its rounds did not end ok")
 
     if failed_check is not None:  # faster beyond noise, but not as accurate at the second seed
@@ -269,7 +269,7 @@ def confirm(run: SweepRun, run_trials: RunTrials, base_params: dict[str, Any], s
                      and key(c.params) != key(base_params) and key(c.params) not in checked
                      and c.throughput > max(base_throughputs, default=math.inf)), None)  # faster in the search
         if same is not None:
-            say(f"confirming instead: {' '.join(overrides_of(same.params))}, your configuration's maths with "
+            say(f"confirming instead: {changed_text(same.params, base_params)}, your configuration's maths with "
                 f"speed-only knobs moved (its accuracy is yours), in {MIN_ROUNDS} more interleaved rounds")
             answer, note = confirmed_instead(same, "your configuration's maths, after a faster contender's check "
                                                    "failed", note, "speed-only knobs")
@@ -280,7 +280,7 @@ def confirm(run: SweepRun, run_trials: RunTrials, base_params: dict[str, Any], s
         base = baseline_throughput(study, base_params)
         following = _next_in_line(ranked, tried | {key(base_params)}, base, noise, best[1])
         if following is not None:
-            say(f"confirming next: {' '.join(overrides_of(following.params))}, "
+            say(f"confirming next: {changed_text(following.params, base_params)}, "
                 f"{following.throughput / base:.2f}x your configuration in the search, faster there than the "
                 f"contenders within noise of the fastest measured here ({best[1].text()}), in {MIN_ROUNDS} more "
                 f"interleaved rounds")

@@ -86,12 +86,12 @@ def plan_sweep(settings: SweepSettings, jobs: Jobs, hooks: SweepHooks, sweep_dir
     check_config(jobs.config, "hydra.sweeper")  # the numeric settings (search/sweep/settings.py)
     pruner = make_pruner(settings.pruner)
     space = build_space(settings.params, arguments)
-    measures_accuracy, probed = True, []
+    measures_accuracy, probed, built = True, [], None
     said: list[str] = []  # what the space lost or may not combine: printed once every check passed
     if jobs.runs_our_trials():
         space = _reproducible(space, jobs)
         probed = _check_knob_values(jobs, space)  # first: an unknown value is wrong everywhere
-        _check_objective(probed[0].objective)
+        built = _check_objective(probed[0].objective)
         if getattr(probed[0].objective, "callable", None):  # a function applies what it declares (objective.knobs)
             space, line = keep_applied(space, probed[0].objective.knobs,
                                        f"objective.callable {probed[0].objective.callable}",
@@ -117,6 +117,10 @@ def plan_sweep(settings: SweepSettings, jobs: Jobs, hooks: SweepHooks, sweep_dir
     _check_attributable(settings.trials_per_gpu, metrics, constraints)
     named = named_metrics(metrics, constraints, hooks.named_metrics())
     confirm = check_declared(named, declared_by(probed), jobs.default_study_name())
+    if built is not None:
+        from objectives.custom_check import check_scored
+
+        _refuse_config_error(lambda: check_scored(built, named))
     _check_writable(sweep_dir)
     check_storage(settings.storage)  # every external dependency answers before anything is created
     check_tracking_uri()
@@ -138,14 +142,25 @@ def plan_sweep(settings: SweepSettings, jobs: Jobs, hooks: SweepHooks, sweep_dir
     return Plan(space, directions, metrics, constraints, name, storage, sampler, mode, pruner, slots, confirm)
 
 
-def _check_objective(objective: Any) -> None:
-    """A custom objective's function and `_target_`s are found here, once: misspelt, every trial would end
-    infeasible with the same line and the sweep would exit 0 (search/sweep/outcome.py)."""
-    from objectives import ConfigError
+def _check_objective(objective: Any) -> Any:
+    """A custom objective's function and `_target_`s are found here, once, and its model and datasets built once
+    on the CPU (objectives/custom_check.py): misspelt or misshapen, every trial would crash or end infeasible
+    with the same line after the study and MLflow runs exist. Returns what the build showed (None: nothing built)."""
     from objectives.instantiate import check_objective
 
+    _refuse_config_error(lambda: check_objective(objective))
+    if getattr(objective, "model", None) is None:  # a built-in objective or a function: nothing to build, no torch
+        return None
+    from objectives.custom_check import check_custom
+
+    return _refuse_config_error(lambda: check_custom(objective))
+
+
+def _refuse_config_error(check: Any) -> Any:
+    from objectives import ConfigError
+
     try:
-        check_objective(objective)
+        return check()
     except ConfigError as err:
         raise BadInput(str(err)) from None
 

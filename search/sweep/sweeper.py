@@ -182,7 +182,7 @@ class SweeperImpl:
         the answer, and whether this worker is that last one. It alone runs the hooks' top-ups (nightly's whole
         runs of tonight's result), which the others would repeat, or run for another configuration while the
         search goes on, with or without a baseline."""
-        say = run.progress.console.print if self.baseline is not None else (lambda line: None)
+        say = self._say(run) if self.baseline is not None else (lambda line: None)
         workers.mark(run.study, "confirming")  # first: a worker that joins from now on waits for it
         try:
             others = workers.others_searching(run.study, self.settings.stale_after_s)
@@ -197,6 +197,12 @@ class SweeperImpl:
         finally:
             workers.mark(run.study, "done")
 
+    @staticmethod
+    def _say(run: SweepRun) -> Any:
+        """A line above the progress display, printed as it is: it holds overrides and values (a
+        ``hydra.searchpath=[file://...]``) that rich would read as markup and swallow."""
+        return lambda line: run.progress.console.print(line, markup=False, highlight=False)
+
     def _confirm(self, run: SweepRun, plan: Plan) -> Answer | None:
         """Confirm the answer (search/sweep/confirm.py), store it on the study and MLflow's sweep run."""
         assert self.baseline is not None
@@ -209,7 +215,7 @@ class SweeperImpl:
         aside = set_aside_waiting(run.study)  # proposals the search did not reach: not run as its rounds
         try:
             answer = confirm(run, run_more, params, seed, lambda p: overrides_for(plan.space.fixed_overrides, p),
-                             lambda line: run.progress.console.print(line))
+                             self._say(run))
         finally:
             put_back(run.study, aside)
         if answer is not None:

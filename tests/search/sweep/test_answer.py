@@ -122,6 +122,17 @@ def test_the_panel_says_speedup_interval_and_both_accuracies():
         "construction)")
 
 
+def test_the_panel_prints_the_users_text_as_it_is(capsys):
+    """The panel printed `confirming next: hydra.searchpath= objective=reg ...`: rich read `[file://...]` as markup."""
+    from search.reports.answer import print_answer
+
+    note = "no configuration was faster beyond noise; hydra.searchpath=[file:///home/u/conf] [bold]x[/bold]"
+    a = Answer({"batch_size": 64}, ["batch_size=64"], True, 1.0, 1.0, 1.0, 1, 0.9, 0.9, 0.005, note=note)
+    print_answer(a, {"batch_size": 64})
+    out = " ".join(capsys.readouterr().out.replace("│", " ").split())
+    assert "hydra.searchpath=[file:///home/u/conf] [bold]x[/bold]" in out, out
+
+
 def test_the_panel_names_what_the_budget_left_out_of_the_confirmation():
     """A default sweep here: the budget confirmed `loader.num_workers=2` (1.45x), and the front table showed
     the same with persistent workers at 1.63x from one search run, never re-measured: the panel says so."""
@@ -475,7 +486,7 @@ def test_when_the_fastest_fails_its_second_seed_check_your_maths_with_faster_kno
     out = " ".join(result.stdout.split())
     answer = Answer.from_dict(_the_study(workdir).user_attrs["search.answer"])
     assert "the second-seed check failed for" in out and "batch_size=128 parallel.threads=2: mean" in out, out
-    assert "confirming instead: " in out and "batch_size=64 parallel.threads=2, your configuration's maths" in out
+    assert "confirming instead: parallel.threads=2, your configuration's maths" in out, out  # the knob it moves
     assert answer.params == {"batch_size": 64, "parallel.threads": 2} and not answer.is_baseline, answer
     assert 1.2 < answer.ci_low <= answer.speedup <= answer.ci_high and answer.rounds >= 3, answer
     assert answer.seed_check is not None and answer.seed_check["passed"]
@@ -625,7 +636,8 @@ def test_when_the_fastest_search_run_was_luck_the_next_fastest_at_the_floor_is_c
     said: list[str] = []
     run = types.SimpleNamespace(settings=SweepSettings(confirm_budget=0.15, confirm_candidates=3),
                                 study=study, started_s=time.monotonic() - 5.0, staging=True)
-    answer = confirm(run, run_trials, {"batch_size": 64}, None, lambda p: overrides_for([], p), said.append)
+    fixed = ["hydra.searchpath=[file:///home/u/conf]", "objective=reg"]  # not changes: the line shows the knobs moved
+    answer = confirm(run, run_trials, {"batch_size": 64}, None, lambda p: overrides_for(fixed, p), said.append)
     assert answer is not None and answer.params == {"batch_size": 256} and answer.rounds == 3, (answer, said)
     assert 1.6 < answer.ci_low <= answer.speedup <= answer.ci_high < 1.8, answer
     [line] = [s for s in said if s.startswith("confirming next: batch_size=256")]
