@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +54,9 @@ class Plan:
     slots: list[device_slots.Slot] | None = None  # None: another launcher, batches of n_jobs
     confirm_metrics: list[str] | None = None  # names the first ok trial must report (search/sweep/metric_names.py)
     for_answer: bool = False  # searching for the answer (docs/answer.md): set once, by the sweeper, with the baseline
+    # notes on the space ("never proposed together ..."), printed by the sweeper once the last check (the resumed
+    # study's) passed: not before a refusal's one line
+    said: list[str] = field(default_factory=list)
 
 
 def _check_attributable(trials_per_gpu: int, metrics: list[str] | None, constraints: list[Constraint]) -> None:
@@ -128,8 +131,6 @@ def plan_sweep(settings: SweepSettings, jobs: Jobs, hooks: SweepHooks, sweep_dir
         space = _probe_batch_size(jobs, space)  # last: the cheap checks above fail first
     sampler = make_sampler(settings.sampler, settings.seed, space.distributions)
     _check_one_metric_sampler(sampler, metrics, directions)
-    for line in said:  # not before a refusal: an error's one line was preceded by "never proposed together ..."
-        print(line, flush=True)
     name = settings.study_name or jobs.default_study_name()
     storage = open_storage(settings.storage)  # creates the journal file: after every check
     # Only this package's trials report a curve and run the probe, and only with an accuracy to report.
@@ -139,7 +140,8 @@ def plan_sweep(settings: SweepSettings, jobs: Jobs, hooks: SweepHooks, sweep_dir
     if slots is not None and settings.n_jobs > 1:  # read by other launchers only (docs/scale.md)
         print(f"note: hydra.sweeper.n_jobs={settings.n_jobs} is for other Hydra launchers (joblib, submitit); here "
               f"{len(slots)} trial(s) run at once, one per device slot: hydra.sweeper.slots sets how many", flush=True)
-    return Plan(space, directions, metrics, constraints, name, storage, sampler, mode, pruner, slots, confirm)
+    return Plan(space, directions, metrics, constraints, name, storage, sampler, mode, pruner, slots, confirm,
+                said=said)
 
 
 def _check_objective(objective: Any) -> Any:

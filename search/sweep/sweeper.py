@@ -111,6 +111,8 @@ class SweeperImpl:
             fixed_note = check_fixed(study, fixed_record(self._fixed_config(plan)), resumed)
         except BadInput as err:
             exit_bad_input(err)
+        for line in plan.said:
+            print(line, flush=True)
         metric_names = plan.metrics or [f"value_{i}" for i in range(len(plan.directions))]
         extra = self._open(study, plan, resumed, metric_names, fixed_note)
         try:
