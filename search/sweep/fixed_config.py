@@ -37,6 +37,7 @@ from typing import Any, Mapping
 import optuna
 
 from search.errors import BadInput
+from search.tracking.mlflow_runs import flatten
 from search.tracking.redact import redact
 
 FIXED_ATTR = "search.fixed_config"
@@ -47,21 +48,12 @@ SAME_FOR_EVERY_TRIAL = "train."  # the measuring protocol (budget, windows): nev
 SHOWN = 4  # changed keys named in the refusal, then "and N more"
 
 
-def _leaves(cfg: Any, prefix: str = "") -> dict[str, Any]:
-    if isinstance(cfg, Mapping):
-        out: dict[str, Any] = {}
-        for key, value in cfg.items():
-            out.update(_leaves(value, f"{prefix}{key}."))
-        return out
-    return {prefix[:-1]: cfg}
-
-
 def fixed_record(config: Mapping[str, Any]) -> dict[str, str]:
     """Dotted key -> JSON value of your configuration's trial config (the `hydra` node left out), less what the
     sweep sets per trial and the `trial` section; plus a source digest per user `_target_` or `callable` (see the
     module's docstring)."""
     record = {}
-    for key, value in _leaves({k: v for k, v in config.items() if k != "hydra"}).items():
+    for key, value in flatten({k: v for k, v in config.items() if k != "hydra"}).items():
         if key in PER_TRIAL or key.split(".", 1)[0] in HOW_RUN:
             continue
         record[key] = redact(json.dumps(value, sort_keys=True, default=str))  # a URL's password is never stored

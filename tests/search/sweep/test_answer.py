@@ -516,6 +516,15 @@ def test_proposals_left_waiting_are_set_aside_for_the_confirmation_and_put_back(
     assert again.params == {"batch_size": 128} and again.user_attrs[START_ATTR] == "batch_size"
 
 
+
+def _add_ok(study: optuna.Study, dists: dict, params: dict, throughput: float, attrs: dict) -> None:
+    """A trial that ended ok at val_accuracy 0.9 (1 s of wall time)."""
+    study.add_trial(optuna.trial.create_trial(
+        params=params, distributions=dists, values=[throughput, 0.9],
+        user_attrs={**attrs, "outcome": "ok",
+                    "metrics": {"throughput_samples_per_s": throughput, "val_accuracy": 0.9, "trial_wall_s": 1.0}}))
+
+
 def _sweep_of(contender_rounds: list[float]):
     """A real study after a 5 s search (the baseline twice at 1,000 samples/s, batch 128 once at 1,600, both
     at val_accuracy 0.9, every trial 1 s), the sweep's state that `confirm` reads, and a `run_trials` that
@@ -529,10 +538,7 @@ def _sweep_of(contender_rounds: list[float]):
     dists = {"batch_size": optuna.distributions.CategoricalDistribution([64, 128])}
 
     def tell(params: dict, throughput: float, attrs: dict) -> None:
-        study.add_trial(optuna.trial.create_trial(
-            params=params, distributions=dists, values=[throughput, 0.9],
-            user_attrs={**attrs, "outcome": "ok",
-                        "metrics": {"throughput_samples_per_s": throughput, "val_accuracy": 0.9, "trial_wall_s": 1.0}}))
+        _add_ok(study, dists, params, throughput, attrs)
 
     tell({"batch_size": 64}, 1000.0, {ROLE_ATTR: "baseline"})
     tell({"batch_size": 64}, 1000.0, {ROLE_ATTR: "baseline", SEED_ATTR: 1})
@@ -684,10 +690,7 @@ def test_a_contender_left_out_is_shown_at_the_front_tables_speedup():
     dists = {"batch_size": CategoricalDistribution([64, 128, 256])}
 
     def tell(params: dict, throughput: float, attrs: dict) -> None:
-        study.add_trial(optuna.trial.create_trial(
-            params=params, distributions=dists, values=[throughput, 0.9],
-            user_attrs={**attrs, "outcome": "ok",
-                        "metrics": {"throughput_samples_per_s": throughput, "val_accuracy": 0.9, "trial_wall_s": 1.0}}))
+        _add_ok(study, dists, params, throughput, attrs)
 
     tell({"batch_size": 64}, 1000.0, {ROLE_ATTR: "baseline"})
     tell({"batch_size": 64}, 600.0, {ROLE_ATTR: "baseline", SEED_ATTR: 1})
