@@ -5,7 +5,8 @@ Used through the product's user-objective path, in a trial's child process:
 - ``objective=custom objective.callable=faulty_objective:objective``: the
   callable gets the whole trial config and returns metrics. The fault comes
   from an extra top-level section the tests add with Hydra's append syntax,
-  ``+fault.kind=<kind> +fault.on_batch_size=<n>`` (the objectives' parser
+  ``+fault.kind=<kind> +fault.on_batch_size=<n>`` (or the kind in the environment,
+  ``SEARCH_TEST_FAULT_KIND``, to resume one study with another) (the objectives' parser
   ignores top-level sections it does not know). It fires only on the trial
   whose ``batch_size`` equals ``on_batch_size``, or on every trial when
   ``on_batch_size`` is absent; other trials return plausible metrics from a
@@ -33,6 +34,9 @@ import torch
 from torch import nn
 from torch.utils.data import Dataset, get_worker_info
 
+# The kind from the environment instead, for tests that resume one study with another fault: a study resumes only
+# with the configuration it was made with (search/sweep/fixed_config.py), and the environment is not part of it.
+KIND_ENV = "SEARCH_TEST_FAULT_KIND"
 KINDS = ("none", "raise", "abort", "segfault", "hang", "leak", "nan")
 BLOCK_BYTES = 64 * 2**20
 RAISED_MESSAGE = "injected fault: the training step blew up"
@@ -85,7 +89,7 @@ def inject(kind: str, marker: str | None = None) -> None:
 def fires(cfg: dict[str, Any]) -> str:
     """The fault kind this trial gets: the configured one when its batch size matches, else none."""
     fault = cfg.get("fault") or {}
-    kind = str(fault.get("kind", "none"))
+    kind = os.environ.get(KIND_ENV) or str(fault.get("kind", "none"))
     on = fault.get("on_batch_size")
     return kind if on is None or cfg.get("batch_size") == on else "none"
 

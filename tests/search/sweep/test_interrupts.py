@@ -34,8 +34,9 @@ HANGING = ["objective=custom", "objective.callable=faulty_objective:objective", 
 
 def start(workdir: Path, token: str, fault: str, tracking_uri: str | None = None) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": pythonpath(REPO, TESTS), "SEARCH_TEST_TOKEN": token,
+           "SEARCH_TEST_FAULT_KIND": fault,  # not +fault.kind: the next start resumes the study with another fault
            "COLUMNS": "200", **({"MLFLOW_TRACKING_URI": tracking_uri} if tracking_uri else {})}
-    return subprocess.Popen([sys.executable, "-m", "search", "multirun", NO_BASELINE, NO_REPORT, *HANGING, f"+fault.kind={fault}"],
+    return subprocess.Popen([sys.executable, "-m", "search", "multirun", NO_BASELINE, NO_REPORT, *HANGING],
                             cwd=workdir, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
