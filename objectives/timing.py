@@ -17,8 +17,9 @@ a minority of windows when an epoch is longer than a window, and the median
 would drop it: a real training run pays it once per epoch. So each window's
 time has its own restarts taken out and the run's mean restart, spread over
 an epoch's steps, put in (``restart_s_per_step``): the windows' median is
-then the end-to-end rate of a run of many epochs (measured: loader workers
-without persistence read 10% faster by the plain median, 4% without workers).
+then the end-to-end rate of a run of many epochs (measured, docs/BENCHMARKS.md
+"Epoch restarts": two non-persistent loader workers read 1.107x the timed
+span's rate by the plain median, 0.984x charged).
 A run that saw no epoch end is charged one restart timed after its last
 step (objectives/train.py).
 """
@@ -98,12 +99,12 @@ def restart_s_per_step(spans: list[Span], steps_per_epoch: float | None,
     """The loader's mean restart at an epoch end (those in the spans, or the one timed after a run that saw
     none), spread over an epoch's steps; 0 when there is none or the epoch's length is unknown (a dataset
     without a length)."""
-    restarts = [s.restart_s / s.restarts for s in spans if s.restarts for _ in range(s.restarts)]
-    if not restarts and untimed_restart_s is not None:
-        restarts = [untimed_restart_s]
-    if not restarts or not steps_per_epoch:
+    seconds, count = sum(s.restart_s for s in spans), sum(s.restarts for s in spans)
+    if not count and untimed_restart_s is not None:
+        seconds, count = untimed_restart_s, 1
+    if not count or not steps_per_epoch:
         return 0.0
-    return sum(restarts) / len(restarts) / steps_per_epoch
+    return seconds / count / steps_per_epoch
 
 
 def timed_intervals_unix_s(spans: list[Span], plan: WindowPlan) -> list[tuple[float, float]]:
