@@ -126,7 +126,9 @@ def from_answer(study: optuna.Study) -> dict | None:
         "rule": f"the sweep's confirmed answer: {what}, " + (
             f"val_accuracy at least the baseline's minus {answer.tolerance:g}" if answer.baseline_val_accuracy
             is not None else "no val_accuracy measured: within hydra.sweeper.constraints, or moving only knobs "
-                             "that keep your model's maths"),
+                             "that keep your model's maths") + (
+            f"; your configuration breaks hydra.sweeper.constraints ({answer.baseline_breaks}), this one meets them"
+            if answer.baseline_breaks else ""),
         "trials": [t.number for t in same],
         "speedup_vs_baseline": _speedup(answer.speedup, answer.ci_low, answer.ci_high, answer.rounds)
         if not answer.is_baseline else {"estimate": 1.0},

@@ -112,6 +112,9 @@ class Answer:
     # the rounds the confirmation ran in all (search.confirm_round 1..n): `rounds` are those of the answer's own
     # speedup (0 for your configuration), fewer after a next in line or one confirmed instead; None: stored before
     confirm_rounds: int | None = None
+    # the rules of hydra.sweeper.constraints your configuration breaks, with its figures: the answer is then the
+    # fastest configuration that meets them, faster than yours or not; '' when yours meets them
+    baseline_breaks: str = ""
 
     def rounds_run(self) -> int:
         """The rounds the confirmation ran; for an answer stored before they were counted, the most it shows."""
@@ -206,6 +209,9 @@ def panel_lines(answer: Answer, baseline_params: Mapping[str, Any]) -> list[str]
                      f"{answer.ci_high:.2f}, {answer.rounds} interleaved rounds)")
     else:
         lines.append(f"{what}: {answer.speedup:.2f}x your configuration")
+    if answer.baseline_breaks:
+        lines.append(f"your configuration does not meet hydra.sweeper.constraints ({answer.baseline_breaks}): the "
+                     f"answer is the fastest configuration that does, faster than yours or not")
     if answer.val_accuracy is not None and answer.baseline_val_accuracy is not None:
         lines.append(f"val_accuracy {answer.val_accuracy:.4f} vs {answer.baseline_val_accuracy:.4f} " + (
             "(your configuration's maths, only speed-only knobs moved: your accuracy by construction)"

@@ -11,6 +11,7 @@ from optuna.trial import TrialState
 
 from search.errors import BadInput, Interrupted, exit_bad_input
 from search.reports.labels import WARNINGS, fmt
+from search.sweep.constraints import broken_text
 from search.sweep.early_stopping import intermediate_series
 from search.sweep.failure_policy import FAILURES
 from search.sweep.metric_names import ended_ok, unreported
@@ -49,8 +50,7 @@ def close_trial(run: SweepRun, trial: optuna.Trial, result: Any) -> str:
             run.progress.console.print(warning, markup=False, highlight=False, soft_wrap=True)
     shown = scored.metrics or dict(zip(run.progress.metric_names, scored.values or []))
     feasible = all(v <= 0 for v in scored.constraints.values())
-    violated = ", ".join(f"{c} (got {fmt(scored.metrics[c.metric]) if c.metric in scored.metrics else 'none'})"
-                         for c in plan.constraints if c.violation(scored.metrics) > 0)
+    violated = broken_text(plan.constraints, scored.metrics, fmt)
     run.progress.finished(trial.number, scored.outcome, shown, trial.params, plan.directions, scored.reason, feasible,
                           trial_kind(trial.user_attrs), SEED_ATTR not in trial.user_attrs, violated)
     if refusal:  # SystemExit: the sweep's run is ended on the way out

@@ -57,6 +57,7 @@ from search.reports.choose import Candidate, candidates, key
 from search.sweep.answer import (ACCURACY, MEMORY_METRICS, THROUGHPUT, Answer, Contender, Ratio, changed_text,
                                  eligible, paired, pick, spread, within_noise)
 from search.sweep.baseline import baseline_accuracy, baseline_trials
+from search.sweep.constraints import broken_text, parse_constraints
 from search.sweep.roles import ROLE_ATTR, ROUND_ATTR, SEED_ATTR, enqueue
 from search.sweep.space import to_override
 from search.sweep.staging import ACCURACY_FROM_ATTR, maths_key
@@ -136,8 +137,9 @@ def confirm(run: SweepRun, run_trials: RunTrials, base_params: dict[str, Any], s
             "hydra.sweeper.constraints is empty, so the answer moves only knobs that keep your model's maths "
             "(loader, threads, compile, ...); to let it change batch size, precision or model pruning, bound your "
             "quality metric, e.g. \"hydra.sweeper.constraints=['val_loss <= 0.15']\"")
-    ranked = eligible([_contender(c, base_params) for c in candidates(trials) if THROUGHPUT in c.metrics], floor,
-                      guarded)
+    found_ok = candidates(trials)
+    base_breaks = _breaks(settings.constraints, base_params, base_trials, found_ok)
+    ranked = eligible([_contender(c, base_params) for c in found_ok if THROUGHPUT in c.metrics], floor, guarded)
     base_throughputs = [m[THROUGHPUT] for m in base_metrics if THROUGHPUT in m]
     noise = max(NOISE, spread(base_throughputs))
     contenders = [c for c in within_noise(ranked, noise, settings.confirm_candidates + 1)
@@ -149,7 +151,14 @@ def confirm(run: SweepRun, run_trials: RunTrials, base_params: dict[str, Any], s
                       r.high, r.rounds, val_accuracy, base_accuracy, settings.accuracy_tolerance,
                       baseline_trials=[t.number for t in base_trials], search_wall_s=search_wall_s,
                       confirm_rounds=len(_rounds_run(study, first_trial)),
-                      your_maths=maths_key(params) == maths_key(base_params) and key(params) != key(base_params), **kw)
+                      your_maths=maths_key(params) == maths_key(base_params) and key(params) != key(base_params),
+                      baseline_breaks=base_breaks, **kw)
+
+    def none_meets(why: str) -> None:
+        """Your configuration breaks your constraints: it cannot be the answer, and nothing else was one."""
+        say(f"no answer: your configuration does not meet hydra.sweeper.constraints ({base_breaks}) and {why}; "
+            f"fix: a bound a configuration of the space can meet, or a space or budget (train.budget_samples) that "
+            f"meets it")
 
     def check_of(c: Contender) -> dict[str, Any] | None:
         """Its second-seed check; None when there is no seed or accuracy to check."""
@@ -158,8 +167,11 @@ def confirm(run: SweepRun, run_trials: RunTrials, base_params: dict[str, Any], s
         return _seed_check(run, run_trials, c.params, base_params, seed, (c.val_accuracy, base_accuracy))
 
     def beats_baseline(ratio: Ratio) -> bool:
-        return not ratio.holds(1.0) and ratio.estimate > 1.0
+        """Faster beyond noise; any speed, when your configuration breaks your constraints and the contender not."""
+        return bool(base_breaks) or (not ratio.holds(1.0) and ratio.estimate > 1.0)
 
+    if not contenders and base_breaks:
+        return none_meets("no other configuration that ran does")
     if not contenders:
         return answer_of(base_params, None, base_accuracy,
                          note=f"the fastest at its accuracy; no other configuration came within {noise:.0%} of it"
@@ -209,6 +221,8 @@ def confirm(run: SweepRun, run_trials: RunTrials, base_params: dict[str, Any], s
     _more_if_undecided(study, run_trials, configs, round_trial_s, rounds, undecided_rounds, say,
                        lambda: max((ratio for _, ratio, _ in measured()), key=lambda r: r.estimate, default=None))
     confirmed = measured()
+    if not confirmed and base_breaks:
+        return none_meets("no contender's confirmation runs ended ok")
     if not confirmed:
         return answer_of(base_params, None, base_accuracy, note="no contender's confirmation runs ended ok, so "
                                                                 "no speedup is confirmed",
@@ -289,6 +303,8 @@ def confirm(run: SweepRun, run_trials: RunTrials, base_params: dict[str, Any], s
                                              "the next fastest in the search")
             if answer is not None:
                 return answer
+    if base_breaks:
+        return none_meets("no contender that does passed its second-seed check")
     left = not_confirmed(tried)
     if left:
         note += (f"; {len(left)} more contender(s) within noise were not confirmed (the budget, "
@@ -298,6 +314,17 @@ def confirm(run: SweepRun, run_trials: RunTrials, base_params: dict[str, Any], s
                "ci_low": ratio.low, "ci_high": ratio.high, "rounds": ratio.rounds}
     return answer_of(base_params, None, base_accuracy, confirm_wall_s=time.monotonic() - start, note=note,
                      not_confirmed=left, fastest_contender=fastest)
+
+
+def _breaks(rules: list[str], base_params: Mapping[str, Any], base_trials: list[optuna.trial.FrozenTrial],
+            found_ok: list[Candidate]) -> str:
+    """The rules of hydra.sweeper.constraints that your configuration breaks, with its figures (the median of its
+    runs at your seed, as every configuration's), or '' when it meets them (or has no run at your seed)."""
+    parsed = parse_constraints(rules)
+    at_seed = Candidate(dict(base_params), [t for t in base_trials if SEED_ATTR not in t.user_attrs])
+    if not parsed or not at_seed.trials or any(key(c.params) == key(base_params) for c in found_ok):
+        return ""
+    return broken_text(parsed, at_seed.metrics)
 
 
 def _next_in_line(ranked: list[Contender], tried: set[tuple], base_throughput: float | None, noise: float,

@@ -35,6 +35,12 @@ class Constraint:
         return f"{self.metric} {self.op} {self.bound:g}"
 
 
+def broken_text(rules: Sequence[Constraint], metrics: Mapping[str, Any], fmt: Any = "{:.4g}".format) -> str:
+    """The rules `metrics` break, each with the value got ("val_accuracy >= 0.93 (got 0.8329)"); '' when none."""
+    return ", ".join(f"{r} (got {fmt(metrics[r.metric]) if r.metric in metrics else 'none'})"
+                     for r in rules if r.violation(metrics) > 0)
+
+
 def parse_constraints(rules: Sequence[str] | None) -> list[Constraint]:
     parsed = []
     for rule in rules or []:

@@ -304,6 +304,43 @@ def test_without_accuracy_or_constraints_the_answer_keeps_your_models_maths(work
     assert answer["params"]["batch_size"] == 128 and answer["speedup"] > 1.5, answer
 
 
+def test_your_configuration_breaking_your_constraints_is_never_the_answer(workdir):
+    """A sweep whose every run, yours among them, missed `val_accuracy >= 0.93` answered "your configuration"
+    with "the others had to reach 0.8279". Your configuration breaking your constraints: the answer is the
+    fastest configuration that meets them, said so in the panel, MLflow and export; when none does, no answer,
+    one line saying why and the fix."""
+    env = {"PYTHONPATH": pythonpath(TESTS.parent, TESTS)}
+    common = ["objective=custom", "objective.callable=paced_objective:without_accuracy", "hydra.sweeper.params=null",
+              "batch_size=choice(64,128)", "hydra.sweeper.seed=0", "hydra.sweeper.n_trials=3", "+pace.loss_128=0.05",
+              "hydra.sweeper.metrics=[throughput_samples_per_s,val_loss]", "hydra.sweeper.direction=[maximize,minimize]",
+              "hydra.sweeper.baseline_repeats=2", NO_REPORT]
+    result = run_search("multirun", *common, "hydra.sweeper.constraints=['val_loss <= 0.08']", cwd=workdir, env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    out = " ".join(result.stdout.split())
+    answer = Answer.from_dict(_the_study(workdir).user_attrs[ANSWER_ATTR])
+    assert answer.params["batch_size"] == 128 and not answer.is_baseline, answer
+    assert answer.baseline_breaks == "val_loss <= 0.08 (got 0.1)", answer
+    assert "your configuration does not meet hydra.sweeper.constraints (val_loss <= 0.08 (got 0.1)): the answer is " \
+           "the fastest configuration that does" in out, out
+    [sweep] = runs(workdir, "sweep")
+    assert sweep.data.tags["search.answer.baseline_breaks"] == "val_loss <= 0.08 (got 0.1)"
+    exported = run_search("export", "--out", "best.yaml", cwd=workdir, env=env)
+    assert exported.returncode == 0, exported.stderr
+    best = yaml.safe_load((workdir / "best.yaml").read_text())
+    assert "batch_size=128" in best["overrides"] and "breaks hydra.sweeper.constraints" in best["rule"], best
+
+    unmet = workdir / "unmet"
+    unmet.mkdir()
+    result = run_search("multirun", *common, "hydra.sweeper.constraints=['val_loss <= 0.01']", cwd=unmet, env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    out = " ".join(result.stdout.split())
+    assert "no answer: your configuration does not meet hydra.sweeper.constraints (val_loss <= 0.01 (got 0.1)) and " \
+           "no other configuration that ran does; fix: " in out, out
+    assert ANSWER_ATTR not in _the_study(unmet).user_attrs and "the answer" not in out
+    both = runs(workdir, "sweep")  # one MLflow store for both directories: the answer's sweep, then this one
+    assert len(both) == 2 and sum("search.answer.overrides" in r.data.tags for r in both) == 1
+
+
 def test_a_sweep_ends_with_a_confirmed_answer(workdir):
     """Batch 128 of the paced objective runs twice as fast as the baseline's 64 at the same accuracy."""
     env = {"PYTHONPATH": pythonpath(TESTS.parent, TESTS)}
