@@ -15,7 +15,10 @@ value among its choices. Left out: the `hydra` node, what the sweep sets per tri
 (`train.stop_below_samples_per_s`, `train.throughput_only`; a seed check's `train.seed` is an extra
 override of its trial, not part of your configuration) and the `trial` section (timeouts, the memory cap,
 the Optuna trial a trial reports to, the GPUs a slot gives it: how a trial is run and stopped, not what it
-measures). Values are recorded unresolved, so that an interpolation of the time or of Hydra's run directory
+measures). Your `hydra.sweeper.constraints` are recorded too, when there are any: every trial's feasibility is
+stored as it was scored, under the rules of its sweep, so a resume under other rules would take a trial that
+breaks the new ones for one that meets them (seen: the answer `batch_size=128` at val_loss 0.05 under
+`val_loss <= 0.01`, from its run under `val_loss <= 0.08`). Values are recorded unresolved, so that an interpolation of the time or of Hydra's run directory
 does not differ between two runs of one command (one of an environment variable is not followed either). A
 user's model, data, loss or function named by `_target_` or `callable` is recorded with a digest of its
 module's source file (not of the modules that file imports), when that file lies outside the installed
@@ -32,7 +35,7 @@ import importlib.util
 import json
 import sysconfig
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import optuna
 
@@ -46,13 +49,14 @@ HOW_RUN = ("trial",)  # sections that say how a trial is run and stopped, not wh
 SOURCE_SUFFIX = ":source"  # `objective.model._target_:source` -> the digest of that target's module file
 SAME_FOR_EVERY_TRIAL = "train."  # the measuring protocol (budget, windows): never offered as a knob to search
 SHOWN = 4  # changed keys named in the refusal, then "and N more"
+CONSTRAINTS_KEY = "hydra.sweeper.constraints"  # the rules the study's trials were scored under, when there are any
 
 
-def fixed_record(config: Mapping[str, Any]) -> dict[str, str]:
+def fixed_record(config: Mapping[str, Any], constraints: Sequence[Any] = ()) -> dict[str, str]:
     """Dotted key -> JSON value of your configuration's trial config (the `hydra` node left out), less what the
-    sweep sets per trial and the `trial` section; plus a source digest per user `_target_` or `callable` (see the
-    module's docstring)."""
-    record = {}
+    sweep sets per trial and the `trial` section; plus a source digest per user `_target_` or `callable`, and the
+    sweep's constraints when there are any (see the module's docstring)."""
+    record = {CONSTRAINTS_KEY: json.dumps(sorted(map(str, constraints)))} if constraints else {}
     for key, value in flatten({k: v for k, v in config.items() if k != "hydra"}).items():
         if key in PER_TRIAL or key.split(".", 1)[0] in HOW_RUN:
             continue

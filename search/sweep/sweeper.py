@@ -108,7 +108,7 @@ class SweeperImpl:
                                             within_rules(self._directed(plan), plan.space.forbids,
                                                          self.settings.seed, plan.space.runs_as))
             check_space_matches(study, plan.space.distributions)
-            fixed_note = check_fixed(study, fixed_record(self._fixed_config(plan)), resumed)
+            fixed_note = check_fixed(study, fixed_record(self._fixed_config(plan), plan.constraints), resumed)
         except BadInput as err:
             exit_bad_input(err)
         for line in plan.said:

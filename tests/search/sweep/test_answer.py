@@ -329,6 +329,12 @@ def test_your_configuration_breaking_your_constraints_is_never_the_answer(workdi
     best = yaml.safe_load((workdir / "best.yaml").read_text())
     assert "batch_size=128" in best["overrides"] and "breaks hydra.sweeper.constraints" in best["rule"], best
 
+    # the study's trials were scored under 'val_loss <= 0.08': resumed under another rule, it is refused
+    result = run_search("multirun", *common, "hydra.sweeper.constraints=['val_loss <= 0.01']", cwd=workdir, env=env)
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert "hydra.sweeper.constraints [\"val_loss <= 0.08\"] -> [\"val_loss <= 0.01\"]" in result.stderr
+    assert "fix: the old value, or a new study: hydra.sweeper.study_name=<new name>" in result.stderr
+
     unmet = workdir / "unmet"
     unmet.mkdir()
     result = run_search("multirun", *common, "hydra.sweeper.constraints=['val_loss <= 0.01']", cwd=unmet, env=env)
@@ -336,7 +342,7 @@ def test_your_configuration_breaking_your_constraints_is_never_the_answer(workdi
     out = " ".join(result.stdout.split())
     assert "no answer: your configuration does not meet hydra.sweeper.constraints (val_loss <= 0.01 (got 0.1)) and " \
            "no other configuration that ran does; fix: " in out, out
-    assert ANSWER_ATTR not in _the_study(unmet).user_attrs and "the answer" not in out
+    assert ANSWER_ATTR not in _the_study(unmet).user_attrs and "the answer:" not in out
     both = runs(workdir, "sweep")  # one MLflow store for both directories: the answer's sweep, then this one
     assert len(both) == 2 and sum("search.answer.overrides" in r.data.tags for r in both) == 1
 
