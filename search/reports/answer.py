@@ -8,16 +8,16 @@ from rich.panel import Panel
 from rich.text import Text
 
 from search.reports.tables import console
-from search.sweep.answer import Answer, panel_lines
+from search.sweep.answer import Answer, Idle, no_idle, panel_lines
 from search.sweep.space import to_override
 from search.tracking import mlflow_client
 
 
-def print_answer(answer: Answer, baseline_params: Mapping[str, Any]) -> None:
+def print_answer(answer: Answer, baseline_params: Mapping[str, Any], idle: Idle = no_idle) -> None:
     title = "the answer: your configuration" if answer.is_baseline else "the answer"
     # Text, not markup: the lines hold the user's overrides and values ('hydra.searchpath=[file://...]')
-    console().print(Panel(Text("\n".join(panel_lines(answer, baseline_params))), title=title, title_align="left",
-                          expand=False))
+    console().print(Panel(Text("\n".join(panel_lines(answer, baseline_params, idle))), title=title,
+                          title_align="left", expand=False))
 
 
 def answer_metrics(answer: Answer | None) -> dict[str, float]:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import asdict, dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 THROUGHPUT = "throughput_samples_per_s"
 ACCURACY = "val_accuracy"
@@ -144,9 +144,20 @@ def spread(throughputs: Sequence[float]) -> float:
     return (max(throughputs) - min(throughputs)) / max(throughputs) if len(throughputs) > 1 else 0.0
 
 
-def changed_text(params: Mapping[str, Any], baseline: Mapping[str, Any]) -> str:
-    """`k=v ...` for the knobs of `params` that differ from the baseline's; "your configuration" when none do."""
-    return " ".join(f"{k}={v}" for k, v in params.items() if baseline.get(k) != v) or "your configuration"
+Idle = Callable[[Mapping[str, Any]], set]  # the keys these values leave without effect (Space.unused)
+
+
+def no_idle(params: Mapping[str, Any]) -> set[str]:
+    return set()
+
+
+def changed_text(params: Mapping[str, Any], baseline: Mapping[str, Any], idle: Idle = no_idle) -> str:
+    """`k=v ...` for the knobs of `params` that differ from the baseline's, but those its other values leave
+    without effect (`loader.persistent_workers=True` beside `loader.num_workers=0` trains as False does);
+    "your configuration" when none do."""
+    unused = idle(params)
+    return " ".join(f"{k}={v}" for k, v in params.items()
+                    if baseline.get(k) != v and k not in unused) or "your configuration"
 
 
 def eligible(contenders: Sequence[Contender], floor: float | None, guarded: bool = True) -> list[Contender]:
@@ -193,8 +204,8 @@ def pick(confirmed: Sequence[tuple[Contender, Ratio, Mapping[int, float]]]) -> t
                                                        "then with less peak memory")
 
 
-def panel_lines(answer: Answer, baseline_params: Mapping[str, Any]) -> list[str]:
-    """The terminal's last words (search/reports/answer.py draws them in a panel)."""
+def panel_lines(answer: Answer, baseline_params: Mapping[str, Any], idle: Idle = no_idle) -> list[str]:
+    """The terminal's last words (search/reports/answer.py draws them in a panel); `idle`: see changed_text."""
     lines = []
     if answer.is_baseline:
         lines.append("your configuration: " + (answer.note or "no configuration was faster beyond noise at the "
@@ -203,7 +214,7 @@ def panel_lines(answer: Answer, baseline_params: Mapping[str, Any]) -> list[str]
             lines.append(f"val_accuracy {answer.baseline_val_accuracy:.4f}; the others had to reach "
                          f"{answer.baseline_val_accuracy - answer.tolerance:.4f} (tolerance {answer.tolerance:g})")
         return lines
-    what = changed_text(answer.params, baseline_params)
+    what = changed_text(answer.params, baseline_params, idle)
     if answer.rounds >= 2:
         lines.append(f"{what}: {answer.speedup:.2f}x your configuration (95% CI {answer.ci_low:.2f}-"
                      f"{answer.ci_high:.2f}, {answer.rounds} interleaved rounds)")
@@ -232,6 +243,6 @@ def panel_lines(answer: Answer, baseline_params: Mapping[str, Any]) -> list[str]
     for c in answer.not_confirmed:
         runs = len(c.get("trials", [])) or 1
         measured = f"{c['search_speedup']:.2f}x in " if c.get("search_speedup") else ""
-        lines.append(f"not confirmed (hydra.sweeper.confirm_budget): {changed_text(c['params'], baseline_params)}, "
+        lines.append(f"not confirmed (hydra.sweeper.confirm_budget): {changed_text(c['params'], baseline_params, idle)}, "
                      f"{measured}{runs} search run{'s' if runs > 1 else ''}, within noise of the search's fastest")
     return lines

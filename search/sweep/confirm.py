@@ -54,8 +54,8 @@ import optuna
 from optuna.trial import TrialState
 
 from search.reports.choose import Candidate, candidates, key
-from search.sweep.answer import (ACCURACY, MEMORY_METRICS, THROUGHPUT, Answer, Contender, Ratio, changed_text,
-                                 eligible, paired, pick, spread, within_noise)
+from search.sweep.answer import (ACCURACY, MEMORY_METRICS, THROUGHPUT, Answer, Contender, Idle, Ratio, changed_text,
+                                 eligible, no_idle, paired, pick, spread, within_noise)
 from search.sweep.baseline import baseline_accuracy, baseline_trials
 from search.sweep.constraints import broken_text, parse_constraints
 from search.sweep.roles import ROLE_ATTR, ROUND_ATTR, SEED_ATTR, enqueue
@@ -117,8 +117,10 @@ def _rounds_run(study: optuna.Study, first_trial: int) -> list[int]:
 
 
 def confirm(run: SweepRun, run_trials: RunTrials, base_params: dict[str, Any], seed: int | None,
-            overrides_of: Callable[[Mapping[str, Any]], list[str]], say: Callable[[str], None]) -> Answer | None:
-    """Measure, pick and check the answer; None (with a line said) when there is nothing to state."""
+            overrides_of: Callable[[Mapping[str, Any]], list[str]], say: Callable[[str], None],
+            idle: Idle = no_idle) -> Answer | None:
+    """Measure, pick and check the answer; None (with a line said) when there is nothing to state. `idle`: the keys
+    a configuration's other values leave without effect, left out of the lines that name it (changed_text)."""
     settings, study = run.settings, run.study
     search_wall_s = time.monotonic() - run.started_s
     first_trial = len(study.trials)  # the confirmation's trials are those from here on
@@ -159,6 +161,9 @@ def confirm(run: SweepRun, run_trials: RunTrials, base_params: dict[str, Any], s
         say(f"no answer: your configuration does not meet hydra.sweeper.constraints ({base_breaks}) and {why}; "
             f"fix: a bound a configuration of the space can meet, or a space or budget (train.budget_samples) that "
             f"meets it")
+
+    def moved(params: Mapping[str, Any]) -> str:
+        return changed_text(params, base_params, idle)
 
     def check_of(c: Contender) -> dict[str, Any] | None:
         """Its second-seed check; None when there is no seed or accuracy to check."""
@@ -240,7 +245,7 @@ def confirm(run: SweepRun, run_trials: RunTrials, base_params: dict[str, Any], s
             return answer_of(c.params, ratio, c.val_accuracy, seed_check=check, rule=rule,
                              tied_with=[confirmed[j][0].params for j in tied] if i == chosen else [],
                              trials=c.trials, confirm_wall_s=time.monotonic() - start, not_confirmed=not_confirmed())
-        say(f"the second-seed check failed for {changed_text(c.params, base_params)}: {check_text(check)}")
+        say(f"the second-seed check failed for {moved(c.params)}: {check_text(check)}")
         failed_check = failed_check or (ratio, check)
     best = confirmed[order[0]]
     tried = {key(c.params) for c, _, _ in confirmed}  # measured in the rounds
@@ -270,8 +275,8 @@ def confirm(run: SweepRun, run_trials: RunTrials, base_params: dict[str, Any], s
                 return answer_of(c.params, ratio, c.val_accuracy, seed_check=check, rule=rule, trials=c.trials,
                                  confirm_wall_s=time.monotonic() - start, note=note,
                                  not_confirmed=not_confirmed(tried)), note
-            say(f"the second-seed check failed for {changed_text(c.params, base_params)}: {check_text(check)}")
-        return None, note + f"; {changed_text(c.params, base_params)} ({what}): " + (
+            say(f"the second-seed check failed for {moved(c.params)}: {check_text(check)}")
+        return None, note + f"; {moved(c.params)} ({what}): " + (
             ratio.text() if ratio is not None else "its rounds did not end ok")
 
     if failed_check is not None:  # faster beyond noise, but not as accurate at the second seed
@@ -283,7 +288,7 @@ def confirm(run: SweepRun, run_trials: RunTrials, base_params: dict[str, Any], s
                      and key(c.params) != key(base_params) and key(c.params) not in checked
                      and c.throughput > max(base_throughputs, default=math.inf)), None)  # faster in the search
         if same is not None:
-            say(f"confirming instead: {changed_text(same.params, base_params)}, your configuration's maths with "
+            say(f"confirming instead: {moved(same.params)}, your configuration's maths with "
                 f"speed-only knobs moved (its accuracy is yours), in {MIN_ROUNDS} more interleaved rounds")
             answer, note = confirmed_instead(same, "your configuration's maths, after a faster contender's check "
                                                    "failed", note, "speed-only knobs")
@@ -294,7 +299,7 @@ def confirm(run: SweepRun, run_trials: RunTrials, base_params: dict[str, Any], s
         base = baseline_throughput(study, base_params)
         following = _next_in_line(ranked, tried | {key(base_params)}, base, noise, best[1])
         if following is not None:
-            say(f"confirming next: {changed_text(following.params, base_params)}, "
+            say(f"confirming next: {moved(following.params)}, "
                 f"{following.throughput / base:.2f}x your configuration in the search, faster there than the "
                 f"contenders within noise of the fastest measured here ({best[1].text()}), in {MIN_ROUNDS} more "
                 f"interleaved rounds")

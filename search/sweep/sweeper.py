@@ -36,7 +36,7 @@ from search.reports.plots import preload as preload_plots, write_report
 from search.reports.progress import SweepProgress
 from search.reports.tables import compare_label, compare_run_ids, front_trials, print_front
 from search.sweep import workers
-from search.sweep.answer import ANSWER_ATTR, THROUGHPUT, Answer
+from search.sweep.answer import ANSWER_ATTR, THROUGHPUT, Answer, no_idle
 from search.sweep.baseline import (as_run_here, baseline_params, baseline_trials, enqueue_baseline, fit_baseline,
                                    not_measured)
 from search.sweep.confirm import confirm, overrides_for, runs_of
@@ -217,7 +217,7 @@ class SweeperImpl:
         aside = set_aside_waiting(run.study)  # proposals the search did not reach: not run as its rounds
         try:
             answer = confirm(run, run_more, params, seed, lambda p: overrides_for(plan.space.fixed_overrides, p),
-                             self._say(run))
+                             self._say(run), plan.space.unused or no_idle)
         finally:
             put_back(run.study, aside)
         if answer is not None:
@@ -377,7 +377,7 @@ class SweeperImpl:
                                   bool(baseline_trials(study)), front_adds)
             print(f"MLflow, side by side ({label}): {url}", flush=True)
         if answer is not None and self.baseline is not None:
-            print_answer(answer, self.baseline[0])
+            print_answer(answer, self.baseline[0], plan.space.unused or no_idle)
         if self.failure_policy.gives_up(outcomes):
             print(f"search: gave up: {self.failure_policy.describe(outcomes)}", file=sys.stderr, flush=True)
             raise SystemExit(EXIT_GAVE_UP)

@@ -253,6 +253,30 @@ def test_a_baseline_null_that_runs_as_a_value_of_the_space_is_that_value():
     assert as_run_here(plain, {"batch_size": None}) == ({"batch_size": None}, [])  # no resolvable knob
 
 
+def test_a_knob_without_effect_is_not_named_as_a_change():
+    """The panel said "batch_size=32 loader.persistent_workers=True (the next fastest in the search)" for a
+    configuration without loader workers, where persistent workers change nothing; and with 2 workers fixed by
+    your overrides (not searched) they do change something, and are named."""
+    from objectives import Hardware
+    from objectives.config import parse_values
+    from search.sweep.answer import changed_text
+    from search.sweep.combinations import fit_to_rules
+    from search.sweep.space import build_space
+
+    cpu = Hardware(cpu_cores=2, why_no_gpu="none here")
+    base = {"batch_size": 64, "loader.persistent_workers": False}
+    contender = {"batch_size": 32, "loader.persistent_workers": True}
+    for fixed, named in ((["loader.num_workers=0"], "batch_size=32"),
+                         (["loader.num_workers=2"], "batch_size=32 loader.persistent_workers=True")):
+        space, _ = fit_to_rules(build_space({}, [*fixed, "batch_size=choice(32,64)",
+                                                 "loader.persistent_workers=choice(false,true)"]),
+                                parse_values({"loader": {"num_workers": int(fixed[0][-1])}}), cpu)
+        assert changed_text(contender, base, space.unused) == named
+        a = Answer(contender, [], False, 1.5, 1.2, 1.9, 3, 0.97, 0.97, 0.005)
+        assert panel_lines(a, base, space.unused)[0].startswith(f"{named}: 1.50x your configuration")
+    assert changed_text(contender, base) == "batch_size=32 loader.persistent_workers=True"  # told nothing
+
+
 def test_staging_takes_accuracy_from_a_trial_with_the_same_maths():
     study = optuna.create_study(directions=["maximize", "maximize"])
     dist = {"batch_size": CategoricalDistribution([64, 128]), "loader.num_workers": CategoricalDistribution([0, 1])}
