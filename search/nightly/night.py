@@ -66,9 +66,14 @@ def hardware(study: optuna.Study) -> dict[str, str]:
     return {k: fp.get(k, "") for k in HARDWARE_KEYS}
 
 
-def _earlier_nights(storage: Any, series: str, tonight: str) -> list[optuna.Study]:
+def _earlier_nights(storage: Any, series: str, tonight: str, tonight_started: str) -> list[optuna.Study]:
+    """The nights of the series that started before tonight's study did, newest first. A night re-run after a
+    later one (an operator finishing a killed 11-08 once 11-09 exists) compares with the nights before it, never
+    with the later one: its incumbent, regression test, best ever and warm starts all come from these."""
+    before = _started(tonight_started)
     found = [s for s in storage.get_all_studies()
-             if s.user_attrs.get(SERIES) == series and s.study_name != tonight and STARTED in s.user_attrs]
+             if s.user_attrs.get(SERIES) == series and s.study_name != tonight and STARTED in s.user_attrs
+             and _started(s.user_attrs[STARTED]) < before]
     found.sort(key=lambda s: _started(s.user_attrs[STARTED]), reverse=True)
     return [optuna.load_study(study_name=s.study_name, storage=storage) for s in found]
 
@@ -112,7 +117,8 @@ def start(cfg: Mapping[str, Any], study: optuna.Study, storage: Any,
     study.set_user_attr(SERIES, cfg["series"])
     if STARTED not in study.user_attrs:  # a resumed night keeps its place in the series
         study.set_user_attr(STARTED, time.strftime("%Y-%m-%dT%H:%M:%S%z"))
-    night = Night(cfg, study, _earlier_nights(storage, cfg["series"], study.study_name))
+    night = Night(cfg, study, _earlier_nights(storage, cfg["series"], study.study_name,
+                                              study.user_attrs[STARTED]))
     metric, here = cfg["metric"], hardware(study)
     for past in night.earlier:
         if hardware(past) == here and (found := night_result(past, metric)):

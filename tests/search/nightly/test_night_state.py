@@ -21,8 +21,9 @@ CFG = {"series": "s", "metric": "throughput_samples_per_s", "repeats": 3, "warm_
        "min_drop": 0.05}
 
 
-def add(study: optuna.Study, batch_size: int, throughput: float, accuracy: float, **attrs) -> None:
-    metrics = {"throughput_samples_per_s": throughput, "val_accuracy": accuracy}
+def add(study: optuna.Study, batch_size: int, throughput: float, accuracy: float,
+        extra_metrics: dict[str, float] | None = None, **attrs) -> None:
+    metrics = {"throughput_samples_per_s": throughput, "val_accuracy": accuracy, **(extra_metrics or {})}
     study.add_trial(create_trial(params={"batch_size": batch_size}, distributions=SPACE, values=[throughput],
                                  user_attrs={"outcome": "ok", "metrics": metrics, **attrs}))
 
@@ -125,7 +126,8 @@ def test_nights_are_ordered_by_the_moment_they_started_whatever_their_offsets() 
     storage = optuna.storages.InMemoryStorage()
     night(storage, "late", "2026-11-27T20:00:00-0500")  # 01:00 UTC on the 28th
     night(storage, "early", "2026-11-27T23:30:00+0000")  # as text this one sorted last, so it was "last night"
-    assert [s.study_name for s in nightly._earlier_nights(storage, "s", "tonight")] == ["late", "early"]
+    assert [s.study_name for s in nightly._earlier_nights(storage, "s", "tonight",
+                                                                  "2026-11-28T02:00:00+0000")] == ["late", "early"]
 
 
 def test_last_nights_answer_crashing_tonight_is_reported_not_given_up_on(tmp_path: Path) -> None:
@@ -181,3 +183,36 @@ def test_a_night_run_again_leaves_one_verdict_to_filter_on(tmp_path: Path, monke
     experiment = client.get_experiment_by_name("nightly-x")
     ok = client.search_runs([experiment.experiment_id], "tags.`search.nightly.verdict` = 'ok'")
     assert sorted(r.info.run_id for r in ok) == sorted([runs["other"], runs["again"]])
+
+
+def measured(storage: optuna.storages.BaseStorage, name: str, started: str, batch_size: int,
+             throughputs: tuple[float, ...], **metrics: float) -> optuna.Study:
+    """A night whose answer is `batch_size`, run len(throughputs) times (with `metrics` beside throughput)."""
+    done = night(storage, name, started)
+    for throughput in throughputs:
+        add(done, batch_size, throughput, 0.83, metrics)
+    done.set_user_attr(ANSWER_ATTR, {"params": {"batch_size": batch_size}})
+    return done
+
+
+def test_a_night_run_again_compares_with_the_nights_before_it_not_a_later_one(tmp_path: Path) -> None:
+    """An operator re-runs 11-26 (killed) after 11-27 ran: its incumbent, its "before" figures, the best ever and
+    its warm starts come from 11-25, the night before it. Was: from 11-27, the latest night other than itself."""
+    storage = optuna.storages.InMemoryStorage()
+    measured(storage, "n1", "2026-11-25T02:00:00+0000", 64, (1400.0, 1410.0, 1390.0))
+    killed = night(storage, "n2", "2026-11-26T02:00:00+0000")
+    measured(storage, "n3", "2026-11-27T02:00:00+0000", 256, (2600.0, 2610.0, 2590.0))
+    again = nightly.start(CFG, killed, storage, SPACE)
+    assert [s.study_name for s in again.earlier] == ["n1"] and again.incumbent_night == "n1"
+    assert killed.user_attrs[nightly.STARTED] == "2026-11-26T02:00:00+0000"  # it keeps its place in the series
+    waiting = killed.get_trials(states=(TrialState.WAITING,))
+    assert [t.user_attrs[nightly.ROLE] for t in waiting] == ["incumbent"] * 3  # n3's 256 is no warm start
+    for throughput in (1395.0, 1405.0, 1400.0):  # the incumbent's repeats tonight
+        add(killed, 64, throughput, 0.83)
+    killed.set_user_attr(ANSWER_ATTR, {"params": {"batch_size": 64}})
+    assert nightly.finish(again, [CFG["metric"]], tmp_path, None, []) == 0
+    report = (tmp_path / "nightly.md").read_text()
+    assert "- versus last night's best (n1): 1,400 -> 1,400" in report, report
+    assert "- versus the best ever (n1)" in report and "n3" not in report, report
+    assert "- throughput_samples_per_s before: 1,400, 1,410, 1,390" in report
+    assert "None (same as n1)." in report
