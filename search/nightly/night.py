@@ -37,6 +37,7 @@ from search.sweep.roles import NIGHTLY_ROLE_ATTR, ROLE_ATTR, enqueued_params
 from search.sweep.staging import ACCURACY_FROM_ATTR
 from search.reports.choose import Candidate, best, candidates, key, ranked
 from search.errors import EXIT_NIGHTLY_FAILED, EXIT_REGRESSION
+from search.nightly import conditions
 from search.nightly.regression import compare
 
 SERIES = "search.nightly.series"
@@ -245,6 +246,7 @@ def finish(night: Night, metric_names: list[str], out_dir: Path, parent_run_id: 
         summary.verdict = compare(now.values(metric) if now else [], night.incumbent.values(metric),
                                   float(cfg["alpha"]), float(cfg["min_drop"]))
         summary.incumbent_tonight = now
+        summary.differences = conditions.differences(night.incumbent, now) if now else []
     here = hardware(night.study)
     if night.earlier:  # what changed since the night before, whatever it found
         previous = night.earlier[0]
@@ -263,10 +265,11 @@ def finish(night: Night, metric_names: list[str], out_dir: Path, parent_run_id: 
               else "untested" if untested else "ok")
     night.study.set_user_attr(VERDICT, status)
     files = write(summary, status, out_dir, plot_files)
-    print(f"nightly: {status}; report: {files[0]} and {files[1]}", flush=True)
+    print(f"nightly: {status}; report: {files[0].absolute()} and {files[1].absolute()}", flush=True)
+    moved_tags, condition_metrics = conditions.run_figures(summary.differences)
     problem = log_report(parent_run_id, files, tags={
-        **run_tags(night), VERDICT: status,
-        REGRESSION: str(status == "regression").lower()}, metrics=night_metrics(summary))
+        **run_tags(night), VERDICT: status, REGRESSION: str(status == "regression").lower(), **moved_tags},
+        metrics={**night_metrics(summary), **condition_metrics})
     if problem:
         print(f"warning: the nightly report is not in MLflow ({problem}); it is on disk", flush=True)
     elif problem := supersede_earlier_reports(night.study.study_name, parent_run_id):

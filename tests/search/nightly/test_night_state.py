@@ -216,3 +216,53 @@ def test_a_night_run_again_compares_with_the_nights_before_it_not_a_later_one(tm
     assert "- versus the best ever (n1)" in report and "n3" not in report, report
     assert "- throughput_samples_per_s before: 1,400, 1,410, 1,390" in report
     assert "None (same as n1)." in report
+
+
+def test_the_report_shows_what_else_differed_between_the_compared_runs(tmp_path: Path, monkeypatch) -> None:
+    """A slower night whose model doubled its FLOPs and whose runs got about half the CPU: the report said
+    "changes since last night: None". It now says both, next to the verdict (the verdict's figures unchanged),
+    and the parent run carries them; a night where nothing moved says so in one line."""
+    from mlflow.tracking import MlflowClient
+
+    from search.nightly import conditions
+    from search.tracking import mlflow_runs
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path}/mlflow.db")
+    storage = optuna.storages.InMemoryStorage()
+    before = night(storage, "n1", "2026-11-25T02:00:00+0000")
+    for throughput, cpu in ((1400.0, 74.0), (1410.0, 95.0), (1390.0, 88.0)):
+        add(before, 64, throughput, 0.83, {"flops_per_sample": 1_124_352.0, "cpu_util_percent_mean": cpu})
+    before.set_user_attr(ANSWER_ATTR, {"params": {"batch_size": 64}})
+    tonight = optuna.create_study(study_name="n2", storage=storage, direction="maximize")
+    state = nightly.start(CFG, tonight, storage, SPACE)
+    for trial in tonight.get_trials(states=(TrialState.WAITING,)):
+        tonight.tell(tonight.ask(), state=TrialState.FAIL)  # stand-ins for the repeats, added below
+    for throughput, cpu in ((700.0, 40.0), (690.0, 57.0), (710.0, 48.0)):
+        add(tonight, 64, throughput, 0.83, {"flops_per_sample": 2_238_464.0, "cpu_util_percent_mean": cpu})
+    tonight.set_user_attr(ANSWER_ATTR, {"params": {"batch_size": 64}})
+    run_id = mlflow_runs.start_sweep("nightly-x", "n2", {}, {}).parent_run_id
+    assert nightly.finish(state, [CFG["metric"]], tmp_path, run_id, []) == nightly.EXIT_REGRESSION
+    report = (tmp_path / "nightly.md").read_text()
+    assert "- median -50.0% (3 repeats tonight vs 3 before), one-sided Welch" in report  # not re-normalised
+    assert ("- model FLOPs per sample changed: 1,124,352 -> 2,238,464 (+99%): the model itself changed (code or "
+            "configuration, not noise)") in report, report
+    assert ("- CPU share (median cpu_util_percent_mean, % of one core): 88 -> 48 (-45%): the runs got less of the "
+            "machine tonight") in report, report
+    assert "still differed in flops_per_sample, cpu_util_percent_mean: see Regressions" in report
+    run = MlflowClient().get_run(run_id)
+    assert run.data.tags[conditions.CONDITIONS_MOVED_TAG] == "flops_per_sample,cpu_util_percent_mean"
+    assert run.data.metrics["nightly_incumbent_flops_per_sample_tonight"] == 2_238_464.0
+    assert run.data.metrics["nightly_incumbent_cpu_util_percent_mean_before"] == 88.0
+    quiet = conditions.differences(state.incumbent, state.incumbent)
+    assert conditions.lines(quiet) == ["nothing else moved between the compared runs (flops_per_sample "
+                                       "1,124,352 -> 1,124,352; cpu_util_percent_mean 88 -> 88)"]
+    assert conditions.run_figures(quiet)[0] == {conditions.CONDITIONS_MOVED_TAG: "none"}
+
+
+def test_a_cpu_share_moves_only_past_both_thresholds() -> None:
+    from search.nightly.conditions import _util_moved
+
+    assert _util_moved(88.0, 48.0)  # -45%, 40 points
+    assert not _util_moved(88.0, 80.0)  # 8 points
+    assert not _util_moved(400.0, 360.0)  # 40 points but 10% (four threads' worth of a core each)
+    assert not _util_moved(8.0, 5.0)  # a paced run's few percent: -38% but 3 points
