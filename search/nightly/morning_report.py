@@ -1,6 +1,7 @@
 """The morning report of a nightly sweep, as Markdown and HTML: tonight's
-best, its change versus last night and versus the best ever, software and
-hardware changes since last night, and the regression verdict."""
+best, its change versus last night and versus the best ever, the regression
+verdict and what else differed between its compared runs (search/nightly/
+conditions.py), and software and hardware changes since last night."""
 from __future__ import annotations
 
 import html

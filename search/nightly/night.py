@@ -48,6 +48,7 @@ SUPERSEDED = "superseded"  # the verdict of an earlier report of the same night 
 SUPERSEDED_BY = "search.nightly.superseded_by"
 SUPERSEDED_VERDICT = "search.nightly.superseded_verdict"
 ROLE = NIGHTLY_ROLE_ATTR  # on a trial: incumbent | warm_start | top_up (and an MLflow tag)
+ENDED_WITHOUT_REPORT = ("KILLED", "FAILED")  # MLflow statuses of a parent run whose night never reported
 HARDWARE_KEYS = ("gpu_name", "gpu_count", "cpu_model", "cpu_count")
 
 
@@ -194,11 +195,22 @@ def run_tags(night: Night) -> dict[str, str]:
             "search.nightly.incumbent_from": night.incumbent_night or "none"}
 
 
+def _superseded_verdict(run: Any) -> str | None:
+    """What an earlier parent run of the same night said, to keep aside when it is superseded: its verdict, or,
+    for a run that ended without a report (killed, or failed before it), `none (KILLED)`. None: leave it alone
+    (superseded already, or still running: another worker of the night, or one on another host)."""
+    verdict = run.data.tags.get(VERDICT)
+    if verdict is not None:
+        return None if verdict == SUPERSEDED else verdict
+    return f"none ({run.info.status})" if run.info.status in ENDED_WITHOUT_REPORT else None
+
+
 def supersede_earlier_reports(study_name: str, parent_run_id: str) -> str | None:
     """A night run again (resumed after it was killed, or re-run by hand) reports again, on a new parent run: the
-    same night's earlier parent runs that carry a verdict get verdict (and regression tag) `superseded` (their own kept in
-    SUPERSEDED_VERDICT, the run that replaced them in SUPERSEDED_BY), so that filtering nights by verdict counts
-    each night once. None, or why it could not (MLflow down)."""
+    same night's earlier parent runs that carry a verdict, or that ended without one (killed, failed), get verdict
+    (and regression tag) `superseded` (what they said kept in SUPERSEDED_VERDICT, the run that replaced them in
+    SUPERSEDED_BY), so that filtering nights by `search.nightly` lists each night once, with a verdict. None, or
+    why it could not (MLflow down)."""
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient()
@@ -209,10 +221,9 @@ def supersede_earlier_reports(study_name: str, parent_run_id: str) -> str | None
         experiment_id = client.get_run(parent_run_id).info.experiment_id
         runs = client.search_runs([experiment_id], nights, max_results=50000)
         for run in runs:
-            tags = run.data.tags
-            if (run.info.run_id != parent_run_id and tags.get("search.study_name") == study_name
-                    and tags.get(VERDICT, SUPERSEDED) != SUPERSEDED):
-                client.set_tag(run.info.run_id, SUPERSEDED_VERDICT, tags[VERDICT])
+            said = _superseded_verdict(run)
+            if run.info.run_id != parent_run_id and run.data.tags.get("search.study_name") == study_name and said:
+                client.set_tag(run.info.run_id, SUPERSEDED_VERDICT, said)
                 client.set_tag(run.info.run_id, SUPERSEDED_BY, parent_run_id)
                 client.set_tag(run.info.run_id, VERDICT, SUPERSEDED)
                 client.set_tag(run.info.run_id, REGRESSION, SUPERSEDED)

@@ -266,3 +266,35 @@ def test_a_cpu_share_moves_only_past_both_thresholds() -> None:
     assert not _util_moved(88.0, 80.0)  # 8 points
     assert not _util_moved(400.0, 360.0)  # 40 points but 10% (four threads' worth of a core each)
     assert not _util_moved(8.0, 5.0)  # a paced run's few percent: -38% but 3 points
+
+
+def test_a_killed_nights_parent_run_is_superseded_by_its_resumed_report(tmp_path: Path, monkeypatch) -> None:
+    """A night killed before its report leaves its parent run KILLED, tagged search.nightly=true with no verdict;
+    was left so after the resumed night reported, and `tags.search.nightly = 'true'` listed the night twice, once
+    without a verdict. A night's parent run still running (another worker) is left alone."""
+    from mlflow.tracking import MlflowClient
+
+    from search.tracking import mlflow_runs
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path}/mlflow.db")
+    storage = optuna.storages.InMemoryStorage()
+    tonight = answered(storage, "n2", 1500.0, 0.80)
+    started = {"search.nightly": "true", nightly.SERIES: "s"}  # what a night's parent run is made with
+    client = MlflowClient()
+    killed, failed, running, again = (mlflow_runs.start_sweep("nightly-x", "n2", {}, started).parent_run_id
+                                      for _ in range(4))
+    client.set_terminated(killed, status="KILLED")  # as the resumed night's start closes what it left running
+    client.set_terminated(failed, status="FAILED")  # gave up on failing trials, before its report
+    client.set_terminated(again, status="FINISHED")  # the sweeper ends its parent run before the report
+    assert nightly.finish(nightly.Night(CFG, tonight), [CFG["metric"]], tmp_path, again, []) == 0
+    tags = {name: client.get_run(run_id).data.tags for name, run_id in
+            (("killed", killed), ("failed", failed), ("running", running), ("again", again))}
+    for name, status in (("killed", "KILLED"), ("failed", "FAILED")):
+        assert tags[name][nightly.VERDICT] == tags[name][nightly.REGRESSION] == nightly.SUPERSEDED, tags[name]
+        assert tags[name][nightly.SUPERSEDED_VERDICT] == f"none ({status})"
+        assert tags[name][nightly.SUPERSEDED_BY] == again
+    assert nightly.VERDICT not in tags["running"] and tags["again"][nightly.VERDICT] == "ok"
+    experiment = client.get_experiment_by_name("nightly-x")
+    ended = client.search_runs([experiment.experiment_id], "tags.`search.nightly` = 'true' and "
+                               "attributes.status != 'RUNNING'")
+    assert all(nightly.VERDICT in r.data.tags for r in ended) and len(ended) == 3
