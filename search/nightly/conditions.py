@@ -22,6 +22,14 @@ CONDITIONS_MOVED_TAG = "search.nightly.conditions_moved"  # on the parent run: f
 FLOPS_METRIC = "flops_per_sample"
 UTIL_METRICS = {"cpu_util_percent_mean": "CPU share (median cpu_util_percent_mean, % of one core)",
                 "gpu_util_percent_mean": "GPU utilisation (median gpu_util_percent_mean, %)"}
+# A share is what the runs got AND what they asked for: a drop is a busier machine or more waiting in the code.
+LESS_UTIL_WHY = {"cpu_util_percent_mean": "the runs got less CPU tonight (a busier machine, fewer cores or threads) "
+                                          "or waited more (I/O, locks, sleeps in the code)",
+                 "gpu_util_percent_mean": "the GPU was busy less of the time tonight (the runs waited more on the "
+                                          "CPU, data or another tenant)"}
+MORE_UTIL_WHY = {"cpu_util_percent_mean": "the runs got more CPU tonight (a quieter machine than the night before, "
+                                          "more threads) or spun more",
+                 "gpu_util_percent_mean": "the GPU was busy more of the time tonight"}
 UTIL_MIN_MOVE_FRACTION = 0.20  # of the earlier night's median
 UTIL_MIN_MOVE_POINTS = 10.0  # percentage points
 FLOPS_SAME_FRACTION = 1e-9  # counted FLOPs are exact: only float rounding in a median is "the same"
@@ -76,10 +84,9 @@ def lines(found: list[Difference]) -> list[str]:
             out.append(f"model FLOPs per sample changed: {figures}: the model itself changed (code or "
                        f"configuration, not noise); the two nights did not run the same maths")
         else:
-            busier = "less" if d.tonight < d.before else "more"
-            out.append(f"{UTIL_METRICS[d.metric]}: {figures}: the runs got {busier} of the machine tonight "
-                       f"(other load, thread or device limits); shown past a {UTIL_MIN_MOVE_FRACTION:.0%} and "
-                       f"{UTIL_MIN_MOVE_POINTS:g}-point move")
+            why = (LESS_UTIL_WHY if d.tonight < d.before else MORE_UTIL_WHY)[d.metric]
+            out.append(f"{UTIL_METRICS[d.metric]}: {figures}: {why}; shown past a {UTIL_MIN_MOVE_FRACTION:.0%} "
+                       f"and {UTIL_MIN_MOVE_POINTS:g}-point move")
     if found and not out:
         same = "; ".join(f"{d.metric} {_fmt(d.before)} -> {_fmt(d.tonight)}" for d in found)
         out.append(f"nothing else moved between the compared runs ({same})")
