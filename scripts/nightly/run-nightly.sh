@@ -32,8 +32,13 @@ if [ ! -w "$dir" ]; then
   say "SEARCH_NIGHTLY_DIR must be writable (the study, MLflow's store and the reports go there); got $dir; fix: run as its owner or chmod it"
   exit 5
 fi
+# absolute: the paths on the stderr line are read in cron's mail, far from where the night ran
+abs_dir=$(cd "$dir" 2>/dev/null && pwd) || { say "SEARCH_NIGHTLY_DIR must be enterable by this user; got $dir; fix: chmod u+x it"; exit 5; }
+dir=$abs_dir
 logs=${SEARCH_NIGHTLY_LOG_DIR:-$dir/logs}
 mkdir -p "$logs" || { say "cannot create the log directory $logs; fix: SEARCH_NIGHTLY_LOG_DIR=<a writable directory>"; exit 5; }
+abs_logs=$(cd "$logs" 2>/dev/null && pwd) || { say "SEARCH_NIGHTLY_LOG_DIR must be enterable by this user; got $logs; fix: chmod u+x it"; exit 5; }
+logs=$abs_logs
 log="$logs/nightly-$(date +%Y-%m-%d).log"
 
 if ! exec 9>"$dir/.search-nightly.lock"; then
@@ -61,7 +66,11 @@ echo "$(date -Is) nightly ended with status $status (0 fine, 4 regression, 5 cou
 find "$logs" -name 'nightly-*.log' -mtime "+$keep_days" -delete
 if [ "$status" -ne 0 ]; then
   verdict=$([ "$status" -eq 4 ] && echo "REGRESSION" || echo "could not run")
-  report=$(tail -n "+$((start_line + 1))" "$log" | grep -o 'report: [^ ]*nightly\.md' | tail -1)  # this night's
-  say "$verdict (exit status $status); ${report:+$report; }log: $log"
+  # this night's report (`nightly: <verdict>; report: <md> and <html>`), absolute like the log: the nightly prints
+  # it so, an older one relative to $dir, where it ran
+  report=$(tail -n "+$((start_line + 1))" "$log" | grep -o 'report: .*nightly\.md' | tail -1)
+  report=${report#report: }
+  case $report in ''|/*) ;; *) report="$dir/$report" ;; esac
+  say "$verdict (exit status $status); ${report:+report: $report; }log: $log"
 fi
 exit "$status"

@@ -1,6 +1,7 @@
 """The morning report of a nightly sweep, as Markdown and HTML: tonight's
-best, its change versus last night and versus the best ever, software and
-hardware changes since last night, and the regression verdict."""
+best, its change versus last night and versus the best ever, the regression
+verdict and what else differed between its compared runs (search/nightly/
+conditions.py), and software and hardware changes since last night."""
 from __future__ import annotations
 
 import html
@@ -11,6 +12,8 @@ from pathlib import Path
 from markdown_it import MarkdownIt
 
 from search.reports.choose import Candidate, key
+from search.nightly import conditions
+from search.nightly.conditions import Difference
 from search.nightly.regression import Verdict
 
 
@@ -30,6 +33,7 @@ class Summary:
     best_ever: Candidate | None = None
     best_ever_night: str | None = None
     changes: list[str] = field(default_factory=list)
+    differences: list[Difference] = field(default_factory=list)  # the compared runs' FLOPs, CPU/GPU share
 
     @property
     def regressed(self) -> bool:
@@ -55,6 +59,12 @@ def _vs(s: Summary, other: Candidate | None, night: str | None, what: str) -> st
     return line
 
 
+def _moved_note(s: Summary) -> str:
+    """Beside "None": what differed anyway between the compared runs (a model change, another machine load)."""
+    moved = [d.metric for d in s.differences if d.moved]
+    return f" The compared runs still differed in {', '.join(moved)}: see Regressions." if moved else ""
+
+
 def markdown(s: Summary, status: str) -> str:
     lines = [f"# Nightly {s.study_name}: {status.upper()}", ""]
     lines += ["## Tonight's best", ""]
@@ -77,12 +87,13 @@ def markdown(s: Summary, status: str) -> str:
         head, did = ("**REGRESSION**", "measured again") if s.verdict.regressed else \
             ("No regression", "measured again") if s.verdict.tested else ("**NOT TESTED**", "not measured again enough")
         lines += [f"{head}: last night's best ({s.incumbent_night}: {_config(s.incumbent)}) {did}.", "",
-                  f"- {s.metric} before: {before}", f"- {s.metric} tonight: {now}", f"- {s.verdict.why}", ""]
+                  f"- {s.metric} before: {before}", f"- {s.metric} tonight: {now}", f"- {s.verdict.why}",
+                  *[f"- {line}" for line in conditions.lines(s.differences)], ""]
     lines += ["## Software and hardware changes since last night", ""]
     if s.previous_night is None:
         lines += ["First night of this series.", ""]
     else:
-        lines += [f"- {c}" for c in s.changes] or [f"None (same as {s.previous_night})."]
+        lines += [f"- {c}" for c in s.changes] or [f"None (same as {s.previous_night}).{_moved_note(s)}"]
         lines += [""]
     return "\n".join(lines)
 

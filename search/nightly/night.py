@@ -37,6 +37,7 @@ from search.sweep.roles import NIGHTLY_ROLE_ATTR, ROLE_ATTR, enqueued_params
 from search.sweep.staging import ACCURACY_FROM_ATTR
 from search.reports.choose import Candidate, best, candidates, key, ranked
 from search.errors import EXIT_NIGHTLY_FAILED, EXIT_REGRESSION
+from search.nightly import conditions
 from search.nightly.regression import compare
 
 SERIES = "search.nightly.series"
@@ -47,6 +48,7 @@ SUPERSEDED = "superseded"  # the verdict of an earlier report of the same night 
 SUPERSEDED_BY = "search.nightly.superseded_by"
 SUPERSEDED_VERDICT = "search.nightly.superseded_verdict"
 ROLE = NIGHTLY_ROLE_ATTR  # on a trial: incumbent | warm_start | top_up (and an MLflow tag)
+ENDED_WITHOUT_REPORT = ("KILLED", "FAILED")  # MLflow statuses of a parent run whose night never reported
 HARDWARE_KEYS = ("gpu_name", "gpu_count", "cpu_model", "cpu_count")
 
 
@@ -66,9 +68,14 @@ def hardware(study: optuna.Study) -> dict[str, str]:
     return {k: fp.get(k, "") for k in HARDWARE_KEYS}
 
 
-def _earlier_nights(storage: Any, series: str, tonight: str) -> list[optuna.Study]:
+def _earlier_nights(storage: Any, series: str, tonight: str, tonight_started: str) -> list[optuna.Study]:
+    """The nights of the series that started before tonight's study did, newest first. A night re-run after a
+    later one (an operator finishing a killed 11-08 once 11-09 exists) compares with the nights before it, never
+    with the later one: its incumbent, regression test, best ever and warm starts all come from these."""
+    before = _started(tonight_started)
     found = [s for s in storage.get_all_studies()
-             if s.user_attrs.get(SERIES) == series and s.study_name != tonight and STARTED in s.user_attrs]
+             if s.user_attrs.get(SERIES) == series and s.study_name != tonight and STARTED in s.user_attrs
+             and _started(s.user_attrs[STARTED]) < before]
     found.sort(key=lambda s: _started(s.user_attrs[STARTED]), reverse=True)
     return [optuna.load_study(study_name=s.study_name, storage=storage) for s in found]
 
@@ -112,7 +119,8 @@ def start(cfg: Mapping[str, Any], study: optuna.Study, storage: Any,
     study.set_user_attr(SERIES, cfg["series"])
     if STARTED not in study.user_attrs:  # a resumed night keeps its place in the series
         study.set_user_attr(STARTED, time.strftime("%Y-%m-%dT%H:%M:%S%z"))
-    night = Night(cfg, study, _earlier_nights(storage, cfg["series"], study.study_name))
+    night = Night(cfg, study, _earlier_nights(storage, cfg["series"], study.study_name,
+                                              study.user_attrs[STARTED]))
     metric, here = cfg["metric"], hardware(study)
     for past in night.earlier:
         if hardware(past) == here and (found := night_result(past, metric)):
@@ -187,11 +195,22 @@ def run_tags(night: Night) -> dict[str, str]:
             "search.nightly.incumbent_from": night.incumbent_night or "none"}
 
 
+def _superseded_verdict(run: Any) -> str | None:
+    """What an earlier parent run of the same night said, to keep aside when it is superseded: its verdict, or,
+    for a run that ended without a report (killed, or failed before it), `none (KILLED)`. None: leave it alone
+    (superseded already, or still running: another worker of the night, or one on another host)."""
+    verdict = run.data.tags.get(VERDICT)
+    if verdict is not None:
+        return None if verdict == SUPERSEDED else verdict
+    return f"none ({run.info.status})" if run.info.status in ENDED_WITHOUT_REPORT else None
+
+
 def supersede_earlier_reports(study_name: str, parent_run_id: str) -> str | None:
     """A night run again (resumed after it was killed, or re-run by hand) reports again, on a new parent run: the
-    same night's earlier parent runs that carry a verdict get verdict (and regression tag) `superseded` (their own kept in
-    SUPERSEDED_VERDICT, the run that replaced them in SUPERSEDED_BY), so that filtering nights by verdict counts
-    each night once. None, or why it could not (MLflow down)."""
+    same night's earlier parent runs that carry a verdict, or that ended without one (killed, failed), get verdict
+    (and regression tag) `superseded` (what they said kept in SUPERSEDED_VERDICT, the run that replaced them in
+    SUPERSEDED_BY), so that filtering nights by `search.nightly` lists each night once, with a verdict. None, or
+    why it could not (MLflow down)."""
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient()
@@ -202,10 +221,9 @@ def supersede_earlier_reports(study_name: str, parent_run_id: str) -> str | None
         experiment_id = client.get_run(parent_run_id).info.experiment_id
         runs = client.search_runs([experiment_id], nights, max_results=50000)
         for run in runs:
-            tags = run.data.tags
-            if (run.info.run_id != parent_run_id and tags.get("search.study_name") == study_name
-                    and tags.get(VERDICT, SUPERSEDED) != SUPERSEDED):
-                client.set_tag(run.info.run_id, SUPERSEDED_VERDICT, tags[VERDICT])
+            said = _superseded_verdict(run)
+            if run.info.run_id != parent_run_id and run.data.tags.get("search.study_name") == study_name and said:
+                client.set_tag(run.info.run_id, SUPERSEDED_VERDICT, said)
                 client.set_tag(run.info.run_id, SUPERSEDED_BY, parent_run_id)
                 client.set_tag(run.info.run_id, VERDICT, SUPERSEDED)
                 client.set_tag(run.info.run_id, REGRESSION, SUPERSEDED)
@@ -239,6 +257,7 @@ def finish(night: Night, metric_names: list[str], out_dir: Path, parent_run_id: 
         summary.verdict = compare(now.values(metric) if now else [], night.incumbent.values(metric),
                                   float(cfg["alpha"]), float(cfg["min_drop"]))
         summary.incumbent_tonight = now
+        summary.differences = conditions.differences(night.incumbent, now) if now else []
     here = hardware(night.study)
     if night.earlier:  # what changed since the night before, whatever it found
         previous = night.earlier[0]
@@ -257,10 +276,11 @@ def finish(night: Night, metric_names: list[str], out_dir: Path, parent_run_id: 
               else "untested" if untested else "ok")
     night.study.set_user_attr(VERDICT, status)
     files = write(summary, status, out_dir, plot_files)
-    print(f"nightly: {status}; report: {files[0]} and {files[1]}", flush=True)
+    print(f"nightly: {status}; report: {files[0].absolute()} and {files[1].absolute()}", flush=True)
+    moved_tags, condition_metrics = conditions.run_figures(summary.differences)
     problem = log_report(parent_run_id, files, tags={
-        **run_tags(night), VERDICT: status,
-        REGRESSION: str(status == "regression").lower()}, metrics=night_metrics(summary))
+        **run_tags(night), VERDICT: status, REGRESSION: str(status == "regression").lower(), **moved_tags},
+        metrics={**night_metrics(summary), **condition_metrics})
     if problem:
         print(f"warning: the nightly report is not in MLflow ({problem}); it is on disk", flush=True)
     elif problem := supersede_earlier_reports(night.study.study_name, parent_run_id):

@@ -31,9 +31,27 @@ def test_a_regression_says_so_on_stderr_with_the_report_and_the_log(tmp_path: Pa
     (tmp_path / "work").mkdir()
     done = night(tmp_path, 4)
     assert done.returncode == 4 and done.stdout == ""
-    assert done.stderr.startswith("search nightly: REGRESSION (exit status 4); report: "
-                                  "nightly/2026-11-27/x/report/nightly.md; log: "), done.stderr  # was silent
+    work = tmp_path / "work"
+    assert done.stderr == (f"search nightly: REGRESSION (exit status 4); report: "  # was silent
+                           f"{work}/nightly/2026-11-27/x/report/nightly.md; log: {work}/logs/"
+                           f"{next((work / 'logs').glob('nightly-*.log')).name}\n"), done.stderr
     assert night(tmp_path, 0).stderr == ""  # a fine night mails nothing
+
+
+def test_the_line_names_the_report_and_the_log_by_absolute_paths(tmp_path: Path, monkeypatch) -> None:
+    """Was `report: nightly/...` (relative to SEARCH_NIGHTLY_DIR) beside an absolute log path: read in cron's mail,
+    the report could not be found. A relative SEARCH_NIGHTLY_DIR, an absolute report as the nightly prints it now
+    (a directory with a space in its name), and a relative log directory all come out absolute."""
+    work = tmp_path / "my nights"
+    work.mkdir()
+    monkeypatch.chdir(tmp_path)
+    printed = f"echo 'nightly: regression; report: {work}/n/report/nightly.md and {work}/n/report/nightly.html'\n"
+    done = night(tmp_path, 4, directory="my nights", prints=printed)
+    assert f"; report: {work}/n/report/nightly.md; log: {work}/logs/nightly-" in done.stderr, done.stderr
+    monkeypatch.setenv("SEARCH_NIGHTLY_LOG_DIR", "cron-logs")  # relative to where cron started the script
+    relative_log = night(tmp_path, 4, directory="my nights")
+    assert f"report: {work}/nightly/2026-11-27/x/report/nightly.md; log: {tmp_path}/cron-logs/nightly-" \
+        in relative_log.stderr, relative_log.stderr
 
 
 def test_any_other_status_is_could_not_run(tmp_path: Path) -> None:

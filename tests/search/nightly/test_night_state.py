@@ -21,8 +21,9 @@ CFG = {"series": "s", "metric": "throughput_samples_per_s", "repeats": 3, "warm_
        "min_drop": 0.05}
 
 
-def add(study: optuna.Study, batch_size: int, throughput: float, accuracy: float, **attrs) -> None:
-    metrics = {"throughput_samples_per_s": throughput, "val_accuracy": accuracy}
+def add(study: optuna.Study, batch_size: int, throughput: float, accuracy: float,
+        extra_metrics: dict[str, float] | None = None, **attrs) -> None:
+    metrics = {"throughput_samples_per_s": throughput, "val_accuracy": accuracy, **(extra_metrics or {})}
     study.add_trial(create_trial(params={"batch_size": batch_size}, distributions=SPACE, values=[throughput],
                                  user_attrs={"outcome": "ok", "metrics": metrics, **attrs}))
 
@@ -125,7 +126,8 @@ def test_nights_are_ordered_by_the_moment_they_started_whatever_their_offsets() 
     storage = optuna.storages.InMemoryStorage()
     night(storage, "late", "2026-11-27T20:00:00-0500")  # 01:00 UTC on the 28th
     night(storage, "early", "2026-11-27T23:30:00+0000")  # as text this one sorted last, so it was "last night"
-    assert [s.study_name for s in nightly._earlier_nights(storage, "s", "tonight")] == ["late", "early"]
+    assert [s.study_name for s in nightly._earlier_nights(storage, "s", "tonight",
+                                                                  "2026-11-28T02:00:00+0000")] == ["late", "early"]
 
 
 def test_last_nights_answer_crashing_tonight_is_reported_not_given_up_on(tmp_path: Path) -> None:
@@ -181,3 +183,118 @@ def test_a_night_run_again_leaves_one_verdict_to_filter_on(tmp_path: Path, monke
     experiment = client.get_experiment_by_name("nightly-x")
     ok = client.search_runs([experiment.experiment_id], "tags.`search.nightly.verdict` = 'ok'")
     assert sorted(r.info.run_id for r in ok) == sorted([runs["other"], runs["again"]])
+
+
+def measured(storage: optuna.storages.BaseStorage, name: str, started: str, batch_size: int,
+             throughputs: tuple[float, ...], **metrics: float) -> optuna.Study:
+    """A night whose answer is `batch_size`, run len(throughputs) times (with `metrics` beside throughput)."""
+    done = night(storage, name, started)
+    for throughput in throughputs:
+        add(done, batch_size, throughput, 0.83, metrics)
+    done.set_user_attr(ANSWER_ATTR, {"params": {"batch_size": batch_size}})
+    return done
+
+
+def test_a_night_run_again_compares_with_the_nights_before_it_not_a_later_one(tmp_path: Path) -> None:
+    """An operator re-runs 11-26 (killed) after 11-27 ran: its incumbent, its "before" figures, the best ever and
+    its warm starts come from 11-25, the night before it. Was: from 11-27, the latest night other than itself."""
+    storage = optuna.storages.InMemoryStorage()
+    measured(storage, "n1", "2026-11-25T02:00:00+0000", 64, (1400.0, 1410.0, 1390.0))
+    killed = night(storage, "n2", "2026-11-26T02:00:00+0000")
+    measured(storage, "n3", "2026-11-27T02:00:00+0000", 256, (2600.0, 2610.0, 2590.0))
+    again = nightly.start(CFG, killed, storage, SPACE)
+    assert [s.study_name for s in again.earlier] == ["n1"] and again.incumbent_night == "n1"
+    assert killed.user_attrs[nightly.STARTED] == "2026-11-26T02:00:00+0000"  # it keeps its place in the series
+    waiting = killed.get_trials(states=(TrialState.WAITING,))
+    assert [t.user_attrs[nightly.ROLE] for t in waiting] == ["incumbent"] * 3  # n3's 256 is no warm start
+    for throughput in (1395.0, 1405.0, 1400.0):  # the incumbent's repeats tonight
+        add(killed, 64, throughput, 0.83)
+    killed.set_user_attr(ANSWER_ATTR, {"params": {"batch_size": 64}})
+    assert nightly.finish(again, [CFG["metric"]], tmp_path, None, []) == 0
+    report = (tmp_path / "nightly.md").read_text()
+    assert "- versus last night's best (n1): 1,400 -> 1,400" in report, report
+    assert "- versus the best ever (n1)" in report and "n3" not in report, report
+    assert "- throughput_samples_per_s before: 1,400, 1,410, 1,390" in report
+    assert "None (same as n1)." in report
+
+
+def test_the_report_shows_what_else_differed_between_the_compared_runs(tmp_path: Path, monkeypatch) -> None:
+    """A slower night whose model doubled its FLOPs and whose runs got about half the CPU: the report said
+    "changes since last night: None". It now says both, next to the verdict (the verdict's figures unchanged),
+    and the parent run carries them; a night where nothing moved says so in one line."""
+    from mlflow.tracking import MlflowClient
+
+    from search.nightly import conditions
+    from search.tracking import mlflow_runs
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path}/mlflow.db")
+    storage = optuna.storages.InMemoryStorage()
+    before = night(storage, "n1", "2026-11-25T02:00:00+0000")
+    for throughput, cpu in ((1400.0, 74.0), (1410.0, 95.0), (1390.0, 88.0)):
+        add(before, 64, throughput, 0.83, {"flops_per_sample": 1_124_352.0, "cpu_util_percent_mean": cpu})
+    before.set_user_attr(ANSWER_ATTR, {"params": {"batch_size": 64}})
+    tonight = optuna.create_study(study_name="n2", storage=storage, direction="maximize")
+    state = nightly.start(CFG, tonight, storage, SPACE)
+    for trial in tonight.get_trials(states=(TrialState.WAITING,)):
+        tonight.tell(tonight.ask(), state=TrialState.FAIL)  # stand-ins for the repeats, added below
+    for throughput, cpu in ((700.0, 40.0), (690.0, 57.0), (710.0, 48.0)):
+        add(tonight, 64, throughput, 0.83, {"flops_per_sample": 2_238_464.0, "cpu_util_percent_mean": cpu})
+    tonight.set_user_attr(ANSWER_ATTR, {"params": {"batch_size": 64}})
+    run_id = mlflow_runs.start_sweep("nightly-x", "n2", {}, {}).parent_run_id
+    assert nightly.finish(state, [CFG["metric"]], tmp_path, run_id, []) == nightly.EXIT_REGRESSION
+    report = (tmp_path / "nightly.md").read_text()
+    assert "- median -50.0% (3 repeats tonight vs 3 before), one-sided Welch" in report  # not re-normalised
+    assert ("- model FLOPs per sample changed: 1,124,352 -> 2,238,464 (+99%): the model itself changed (code or "
+            "configuration, not noise)") in report, report
+    assert ("- CPU share (median cpu_util_percent_mean, % of one core): 88 -> 48 (-45%): the runs got less CPU "
+            "tonight (a busier machine, fewer cores or threads) or waited more") in report, report
+    assert "still differed in flops_per_sample, cpu_util_percent_mean: see Regressions" in report
+    run = MlflowClient().get_run(run_id)
+    assert run.data.tags[conditions.CONDITIONS_MOVED_TAG] == "flops_per_sample,cpu_util_percent_mean"
+    assert run.data.metrics["nightly_incumbent_flops_per_sample_tonight"] == 2_238_464.0
+    assert run.data.metrics["nightly_incumbent_cpu_util_percent_mean_before"] == 88.0
+    quiet = conditions.differences(state.incumbent, state.incumbent)
+    assert conditions.lines(quiet) == ["nothing else moved between the compared runs (flops_per_sample "
+                                       "1,124,352 -> 1,124,352; cpu_util_percent_mean 88 -> 88)"]
+    assert conditions.run_figures(quiet)[0] == {conditions.CONDITIONS_MOVED_TAG: "none"}
+
+
+def test_a_cpu_share_moves_only_past_both_thresholds() -> None:
+    from search.nightly.conditions import _util_moved
+
+    assert _util_moved(88.0, 48.0)  # -45%, 40 points
+    assert not _util_moved(88.0, 80.0)  # 8 points
+    assert not _util_moved(400.0, 360.0)  # 40 points but 10% (four threads' worth of a core each)
+    assert not _util_moved(8.0, 5.0)  # a paced run's few percent: -38% but 3 points
+
+
+def test_a_killed_nights_parent_run_is_superseded_by_its_resumed_report(tmp_path: Path, monkeypatch) -> None:
+    """A night killed before its report leaves its parent run KILLED, tagged search.nightly=true with no verdict;
+    was left so after the resumed night reported, and `tags.search.nightly = 'true'` listed the night twice, once
+    without a verdict. A night's parent run still running (another worker) is left alone."""
+    from mlflow.tracking import MlflowClient
+
+    from search.tracking import mlflow_runs
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path}/mlflow.db")
+    storage = optuna.storages.InMemoryStorage()
+    tonight = answered(storage, "n2", 1500.0, 0.80)
+    started = {"search.nightly": "true", nightly.SERIES: "s"}  # what a night's parent run is made with
+    client = MlflowClient()
+    killed, failed, running, again = (mlflow_runs.start_sweep("nightly-x", "n2", {}, started).parent_run_id
+                                      for _ in range(4))
+    client.set_terminated(killed, status="KILLED")  # as the resumed night's start closes what it left running
+    client.set_terminated(failed, status="FAILED")  # gave up on failing trials, before its report
+    client.set_terminated(again, status="FINISHED")  # the sweeper ends its parent run before the report
+    assert nightly.finish(nightly.Night(CFG, tonight), [CFG["metric"]], tmp_path, again, []) == 0
+    tags = {name: client.get_run(run_id).data.tags for name, run_id in
+            (("killed", killed), ("failed", failed), ("running", running), ("again", again))}
+    for name, status in (("killed", "KILLED"), ("failed", "FAILED")):
+        assert tags[name][nightly.VERDICT] == tags[name][nightly.REGRESSION] == nightly.SUPERSEDED, tags[name]
+        assert tags[name][nightly.SUPERSEDED_VERDICT] == f"none ({status})"
+        assert tags[name][nightly.SUPERSEDED_BY] == again
+    assert nightly.VERDICT not in tags["running"] and tags["again"][nightly.VERDICT] == "ok"
+    experiment = client.get_experiment_by_name("nightly-x")
+    ended = client.search_runs([experiment.experiment_id], "tags.`search.nightly` = 'true' and "
+                               "attributes.status != 'RUNNING'")
+    assert all(nightly.VERDICT in r.data.tags for r in ended) and len(ended) == 3

@@ -30,7 +30,7 @@ from optuna.storages.journal import JournalFileBackend
 from servers import MlflowServer
 
 from search.errors import EXIT_REGRESSION
-from search.nightly.night import ROLE, VERDICT
+from search.nightly.night import ROLE, SUPERSEDED, SUPERSEDED_BY, VERDICT
 from search.tracking.mlflow_client import compare_url, experiment_url
 from search.tracking.mlflow_runs import EXPERIMENT_KIND, MODEL_TRAINING, flatten
 
@@ -63,22 +63,26 @@ class Nights:
                                  storage=JournalStorage(JournalFileBackend(str(self.dir / "optuna.journal"))))
 
     def parent_run(self, study_name: str):
-        [run] = self.client.search_runs(
+        """The night's parent run that carries its verdict (night-2 is run again: its first one is superseded)."""
+        [run] = [r for r in self.client.search_runs(
             [e.experiment_id for e in self.client.search_experiments()], max_results=10,
             filter_string=f"tags.`search.role` = 'sweep' and tags.`search.study_name` = '{study_name}'")
+            if r.data.tags.get(VERDICT) != SUPERSEDED]
         return run
 
 
 @pytest.fixture(scope="module")
 def nights(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Nights]:
-    """Night 1, night 2 the same, night 3 slower: run once, looked at by the tests below."""
+    """Night 1, night 2 the same, night 3 slower, then night 2 run again (as after it was killed): run once,
+    looked at by the tests below (`night-2-again` is the re-run's report)."""
     root = tmp_path_factory.mktemp("nightly")
     server = MlflowServer(f"sqlite:///{root}/server.db").start()
     env = {"MLFLOW_TRACKING_URI": server.uri, "PYTHONPATH": pythonpath(REPO, TESTS)}
     found = Nights(root, server, env, {}, {})
     try:
-        for name, extra in (("night-1", []), ("night-2", []), ("night-3", [SLOW])):
-            done = run_search("nightly", f"hydra.sweeper.study_name={name}", f"hydra.sweep.dir={name}", *NIGHT,
+        for name, study, extra in (("night-1", "night-1", []), ("night-2", "night-2", []),
+                                   ("night-3", "night-3", [SLOW]), ("night-2-again", "night-2", [])):
+            done = run_search("nightly", f"hydra.sweeper.study_name={study}", f"hydra.sweep.dir={name}", *NIGHT,
                               *extra, cwd=root, env=env, timeout_s=300)
             report = root / name / "report" / "nightly.md"
             assert report.is_file(), done.stdout[-3000:] + done.stderr[-3000:]
@@ -123,6 +127,22 @@ def test_nights_warm_start_compare_and_catch_a_regression_without_a_false_alarm(
     assert "# Nightly night-3: REGRESSION" in text and "**REGRESSION**: last night's best (night-2" in text
     assert nights.parent_run("night-3").data.tags[VERDICT] == "regression"
     assert (nights.dir / "night-3" / "report" / "nightly.html").read_text().count("<h2>") == 4
+
+
+def test_a_night_run_again_after_a_later_one_compares_with_the_night_before_it(nights: Nights) -> None:
+    """Night 2 run again once night 3 (slower) exists: it compares with night 1, as it did the first time. Was:
+    with night 3, its incumbent and "before" figures from a later night. Its first report's parent run is
+    superseded by the re-run's."""
+    again, text = nights.runs["night-2-again"], nights.reports["night-2-again"]
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    assert "nightly: 1 earlier nights in series" in again.stdout and "incumbent from night-1" in again.stdout
+    assert "versus last night's best (night-1)" in text and "last night's best (night-1:" in text, text
+    assert "night-3" not in text and "None (same as night-1)." in text, text
+    runs = nights.client.search_runs([e.experiment_id for e in nights.client.search_experiments()],
+                                     "tags.`search.role` = 'sweep' and tags.`search.study_name` = 'night-2'")
+    by_verdict = {r.data.tags[VERDICT]: r for r in runs}
+    assert sorted(by_verdict) == ["ok", SUPERSEDED], [r.data.tags for r in runs]
+    assert by_verdict[SUPERSEDED].data.tags[SUPERSEDED_BY] == by_verdict["ok"].info.run_id
 
 
 def test_report_and_export_write_their_files_and_the_export_runs_as_measured(nights: Nights) -> None:
