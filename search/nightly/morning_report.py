@@ -34,6 +34,7 @@ class Summary:
     best_ever_night: str | None = None
     changes: list[str] = field(default_factory=list)
     differences: list[Difference] = field(default_factory=list)  # the compared runs' FLOPs, CPU/GPU share
+    incumbent_runs_this_run: int | None = None  # of tonight's runs of the incumbent, those this run made
 
     @property
     def regressed(self) -> bool:
@@ -88,6 +89,10 @@ def markdown(s: Summary, status: str) -> str:
             ("No regression", "measured again") if s.verdict.tested else ("**NOT TESTED**", "not measured again enough")
         lines += [f"{head}: last night's best ({s.incumbent_night}: {_config(s.incumbent)}) {did}.", "",
                   f"- {s.metric} before: {before}", f"- {s.metric} tonight: {now}", f"- {s.verdict.why}",
+                  *([f"- none of tonight's runs of it ran in this run: the night was run again and its study "
+                     f"resumed, so this is the verdict of its earlier run's measurements; to measure again, run a "
+                     f"new night (hydra.sweeper.study_name=<new name>)"]
+                    if s.incumbent_tonight and s.incumbent_runs_this_run == 0 else []),
                   *[f"- {line}" for line in conditions.lines(s.differences)], ""]
     lines += ["## Software and hardware changes since last night", ""]
     if s.previous_night is None:

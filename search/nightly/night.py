@@ -61,6 +61,7 @@ class Night:
     incumbent_night: str | None = None
     enqueued: int = 0  # by this start
     on_top: int = 0  # waiting to run on top of n_trials: tonight's repeats and warm starts (a resumed night's too)
+    first_trial: int = 0  # the study's trials before this run: a resumed night's are its earlier run's
 
 
 def hardware(study: optuna.Study) -> dict[str, str]:
@@ -120,7 +121,7 @@ def start(cfg: Mapping[str, Any], study: optuna.Study, storage: Any,
     if STARTED not in study.user_attrs:  # a resumed night keeps its place in the series
         study.set_user_attr(STARTED, time.strftime("%Y-%m-%dT%H:%M:%S%z"))
     night = Night(cfg, study, _earlier_nights(storage, cfg["series"], study.study_name,
-                                              study.user_attrs[STARTED]))
+                                              study.user_attrs[STARTED]), first_trial=len(study.trials))
     metric, here = cfg["metric"], hardware(study)
     for past in night.earlier:
         if hardware(past) == here and (found := night_result(past, metric)):
@@ -257,6 +258,7 @@ def finish(night: Night, metric_names: list[str], out_dir: Path, parent_run_id: 
         summary.verdict = compare(now.values(metric) if now else [], night.incumbent.values(metric),
                                   float(cfg["alpha"]), float(cfg["min_drop"]))
         summary.incumbent_tonight = now
+        summary.incumbent_runs_this_run = sum(t.number >= night.first_trial for t in now.trials) if now else 0
         summary.differences = conditions.differences(night.incumbent, now) if now else []
     here = hardware(night.study)
     if night.earlier:  # what changed since the night before, whatever it found

@@ -138,6 +138,8 @@ def test_a_night_run_again_after_a_later_one_compares_with_the_night_before_it(n
     assert "nightly: 1 earlier nights in series" in again.stdout and "incumbent from night-1" in again.stdout
     assert "versus last night's best (night-1)" in text and "last night's best (night-1:" in text, text
     assert "night-3" not in text and "None (same as night-1)." in text, text
+    assert "none of tonight's runs of it ran in this run: the night was run again" in text, text  # not new figures
+    assert "ran in this run" not in nights.reports["night-3"]
     runs = nights.client.search_runs([e.experiment_id for e in nights.client.search_experiments()],
                                      "tags.`search.role` = 'sweep' and tags.`search.study_name` = 'night-2'")
     by_verdict = {r.data.tags[VERDICT]: r for r in runs}
