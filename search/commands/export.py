@@ -133,6 +133,7 @@ def from_answer(study: optuna.Study) -> dict | None:
         "speedup_vs_baseline": _speedup(answer.speedup, answer.ci_low, answer.ci_high, answer.rounds)
         if not answer.is_baseline else {"estimate": 1.0},
         "confirm_rounds": answer.rounds_run(),
+        **({"note": answer.note} if answer.note else {}),
         **({"seed_check": _seed_check(answer.seed_check, answer.tolerance)} if answer.seed_check else {}),
         **({"fastest_contender": {"overrides": fastest["overrides"], "speedup_vs_baseline": _speedup(
             fastest["speedup"], fastest["ci_low"], fastest["ci_high"], fastest["rounds"])}}

@@ -57,6 +57,8 @@ def answer_tags(answer: Answer) -> dict[str, str]:
         tags["search.answer.fastest_contender"] = " ".join(answer.fastest_contender["overrides"])
     if answer.seed_check:
         tags["search.answer.seed_check"] = "passed" if answer.seed_check["passed"] else "failed"
+    if answer.note:  # the panel's words on how it was reached (a check failed, what was confirmed next, ...)
+        tags["search.answer.note"] = answer.note
     if answer.baseline_breaks:  # the answer meets your constraints, your configuration does not
         tags["search.answer.baseline_breaks"] = answer.baseline_breaks
     if answer.not_confirmed:  # within noise of the search's fastest, left out of the confirmation by its budget

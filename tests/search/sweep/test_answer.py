@@ -169,6 +169,11 @@ def test_when_your_configuration_is_the_answer_mlflow_carries_the_rounds_that_sh
     assert (metrics["fastest_contender_speedup"], metrics["fastest_contender_speedup_ci_low"],
             metrics["fastest_contender_speedup_ci_high"]) == (0.86, 0.46, 1.61)
     assert answer_tags(a)["search.answer.fastest_contender"] == "loader.num_workers=2"
+    # the panel's note (a next in line's figures) was in the terminal only
+    noted = Answer.from_dict({**a.to_dict(), "note": "no configuration was faster beyond noise (...); "
+                                                     "batch_size=32 (the next fastest in the search): 0.88x"})
+    assert answer_tags(noted)["search.answer.note"].endswith("batch_size=32 (the next fastest in the search): 0.88x")
+    assert "search.answer.note" not in answer_tags(a)
 
 
 def test_the_export_writes_every_speedup_in_one_layout_and_the_seed_check():
@@ -191,7 +196,10 @@ def test_the_export_writes_every_speedup_in_one_layout_and_the_seed_check():
     written = from_answer(study)
     assert written["fastest_contender"] == {"overrides": ["batch_size=128"], "speedup_vs_baseline": {
         "estimate": 0.98, "ci95": [0.30, 3.23], "rounds": 3}}
-    assert written["confirm_rounds"] == 6 and "seed_check" not in written
+    assert written["confirm_rounds"] == 6 and "seed_check" not in written and "note" not in written
+    study.set_user_attr("search.answer", {**yours.to_dict(), "note": "the next fastest in the search: 0.88x"})
+    assert from_answer(study)["note"] == "the next fastest in the search: 0.88x"
+    study.set_user_attr("search.answer", yours.to_dict())
 
     check = {"seed": 1, "val_accuracy": 0.91, "baseline_val_accuracy": 0.912, "mean_val_accuracy": 0.905,
              "baseline_mean_val_accuracy": 0.906, "passed": True}
