@@ -169,12 +169,12 @@ def trial_on_rank(rank: int, world_size: int, port: int, cfg: TrialConfig, repor
                            world_size)
 
 
-def what_was_measured(cfg: TrialConfig, stopped_by: EarlyStop | None) -> str:
+def what_was_measured(cfg: TrialConfig, stopper: EarlyStop | None) -> str:
     """info `measured` (the run's MLflow tag search.info.measured): `full` (trained its budget and evaluated),
     `throughput_only` (timed, not evaluated: train.throughput_only), `probe` (stopped after its throughput
     probe: its figures are the probe's) or `pruned` (stopped part way along its learning curve)."""
-    if stopped_by is not None:
-        return "probe" if stopped_by.stopped_by == "probe" else "pruned"
+    if stopper is not None:  # the early stop that ended the trial
+        return "probe" if stopper.stopped_by == "probe" else "pruned"
     return "throughput_only" if cfg.train.throughput_only else "full"
 
 
