@@ -56,6 +56,7 @@ class EarlyStop:
     last_eval: dict[str, float] = field(default_factory=dict)
     eval_wall_s: float = 0.0
     reason: str = ""
+    stopped_by: str = ""  # "probe" or "learning_curve" once it stopped the trial
 
     def due(self, steps_done: int, steps: int) -> bool:
         """Whether ``should_stop`` has work after this step: the loop pauses its timing for it."""
@@ -78,6 +79,7 @@ class EarlyStop:
         slow = bar is not None and self.probe_throughput_samples_per_s is not None and \
             self.probe_throughput_samples_per_s < bar
         if rank0_decides(slow):
+            self.stopped_by = "probe"
             self.reason = (f"probe throughput {self.probe_throughput_samples_per_s or 0:.4g} samples/s is below "
                            f"{bar:.4g} (train.stop_below_samples_per_s): a trial already measured is faster beyond the "
                            f"margin, so this one cannot win")
@@ -94,6 +96,7 @@ class EarlyStop:
             self.reported[step] = self.last_eval["val_accuracy"]
             stop = bool(self.report(step, self.last_eval["val_accuracy"]))
         if rank0_decides(stop):
+            self.stopped_by = "learning_curve"
             samples = steps_done * self.global_batch
             self.reason = (f"early stopping ended the learning curve at evaluation {step} ({samples} samples, "
                            f"val_accuracy {self.last_eval.get('val_accuracy', math.nan):.4g})")

@@ -164,8 +164,18 @@ def trial_on_rank(rank: int, world_size: int, port: int, cfg: TrialConfig, repor
         plan = WindowPlan(plan.warmup_steps, plan.window_steps,
                           max(0, (log.steps_done - plan.warmup_steps) // plan.window_steps))
     metrics, info, timed_windows = measured(cfg, built, log, plan, steps, per_epoch, device, rank, world_size)
+    info["measured"] = what_was_measured(cfg, early_stop if log.stopped_early else None)
     return assemble_result(metrics, info, timed_windows, log, steps, early_stop, target, val_loader, evaluate_now,
                            world_size)
+
+
+def what_was_measured(cfg: TrialConfig, stopper: EarlyStop | None) -> str:
+    """info `measured` (the run's MLflow tag search.info.measured): `full` (trained its budget and evaluated),
+    `throughput_only` (timed, not evaluated: train.throughput_only), `probe` (stopped after its throughput
+    probe: its figures are the probe's) or `pruned` (stopped part way along its learning curve)."""
+    if stopper is not None:  # the early stop that ended the trial
+        return "probe" if stopper.stopped_by == "probe" else "pruned"
+    return "throughput_only" if cfg.train.throughput_only else "full"
 
 
 def steps_per_epoch(loader: DataLoader, grad_accum: int) -> float | None:
@@ -212,7 +222,6 @@ def measured(cfg: TrialConfig, built: BuiltModel, log: TrainLog, plan: WindowPla
         steps=log.steps_done,
     )
     info = {
-        "measured": "throughput_only" if cfg.train.throughput_only else "full",
         "model_class": type(unwrap(model)).__name__,  # OptimizedModule when compiled
         "optimizer_fused": str(bool(built.optimizer.defaults.get("fused"))).lower(),
         "precision_used": cfg.precision,

@@ -38,23 +38,8 @@ from search.reports.choose import best, candidates, key
 from search.sweep.constraints import parse_constraints
 from search.sweep.answer import ANSWER_ATTR, Answer
 from search.sweep.staging import ACCURACY_FROM_ATTR
-from search.sweep.space import to_override
+from search.sweep.reproduce import OVERRIDES, job_overrides
 from search.sweep.study import APP_ATTR, OUR_APP, study_metrics
-
-OVERRIDES = "overrides"  # trial attribute: the Hydra overrides the sweeper launched the trial with
-# What the sweep tells one trial, not part of its configuration (search/sweep/early_stopping.py, trial_loop.py).
-SWEEP_INSTRUCTIONS = ("train.stop_below_samples_per_s", "train.throughput_only", "trial.optuna_study",
-                      "trial.optuna_trial_number", "trial.visible_devices")
-
-
-def job_overrides(trial: optuna.trial.FrozenTrial) -> list[str]:
-    """The trial's overrides without the sweeper's own settings and instructions."""
-    lines = trial.user_attrs.get(OVERRIDES) or [to_override(k, v) for k, v in trial.params.items()]
-    return [line for line in lines if _configures(line.lstrip("+~").partition("=")[0])]
-
-
-def _configures(key: str) -> bool:
-    return key == "hydra.searchpath" or not (key.startswith("hydra.") or key in SWEEP_INSTRUCTIONS)
 
 
 def read_overrides(path: Path) -> list[str]:

@@ -9,6 +9,7 @@ from rich.text import Text
 
 from search.reports.tables import console
 from search.sweep.answer import Answer, Idle, no_idle, panel_lines
+from search.sweep.reproduce import paste_line
 from search.sweep.space import to_override
 from search.tracking import mlflow_client
 
@@ -49,12 +50,12 @@ def answer_metrics(answer: Answer | None) -> dict[str, float]:
 
 
 def answer_tags(answer: Answer) -> dict[str, str]:
-    tags = {"search.answer.overrides": " ".join(answer.overrides),
+    tags = {"search.answer.overrides": paste_line(answer.overrides),
             "search.answer.is_baseline": str(answer.is_baseline).lower(),
             "search.answer.trials": ",".join(map(str, answer.trials)),
             "search.answer.baseline_trials": ",".join(map(str, answer.baseline_trials))}
     if answer.fastest_contender:
-        tags["search.answer.fastest_contender"] = " ".join(answer.fastest_contender["overrides"])
+        tags["search.answer.fastest_contender"] = paste_line(answer.fastest_contender["overrides"])
     if answer.seed_check:
         tags["search.answer.seed_check"] = "passed" if answer.seed_check["passed"] else "failed"
     if answer.note:  # the panel's words on how it was reached (a check failed, what was confirmed next, ...)
@@ -62,7 +63,7 @@ def answer_tags(answer: Answer) -> dict[str, str]:
     if answer.baseline_breaks:  # the answer meets your constraints, your configuration does not
         tags["search.answer.baseline_breaks"] = answer.baseline_breaks
     if answer.not_confirmed:  # within noise of the search's fastest, left out of the confirmation by its budget
-        tags["search.answer.not_confirmed"] = "; ".join(" ".join(_overrides(c)) for c in answer.not_confirmed)
+        tags["search.answer.not_confirmed"] = "; ".join(paste_line(_overrides(c)) for c in answer.not_confirmed)
     return tags
 
 

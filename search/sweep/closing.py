@@ -4,6 +4,7 @@ ended, one progress line; and a trial the sweep stops without a result
 again, since it measured nothing about its configuration."""
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import optuna
@@ -15,10 +16,10 @@ from search.sweep.constraints import broken_text
 from search.sweep.early_stopping import intermediate_series
 from search.sweep.failure_policy import FAILURES
 from search.sweep.metric_names import ended_ok, unreported
-from search.sweep.outcome import score, tell
+from search.sweep.outcome import CONSTRAINTS_ATTR, RUNNABLE, Scored, score, tell
 from search.sweep.recovery import HEARTBEAT_ATTR, RETRIES_ATTR, RETRY_OF_ATTR, retry
 from search.sweep.roles import CONFIRMATION_ROLES, NIGHTLY_ROLE_ATTR, ROLE_ATTR, ROUND_ATTR, SEED_ATTR
-from search.sweep.staging import ACCURACY_FROM_ATTR, with_inherited_accuracy
+from search.sweep.staging import ACCURACY_FROM_ATTR, logged_metrics, with_inherited_accuracy
 from search.tracking import mlflow_runs as tracking
 
 if TYPE_CHECKING:
@@ -39,18 +40,15 @@ def close_trial(run: SweepRun, trial: optuna.Trial, result: Any) -> str:
     series = dict(result.get("series") or {}) if isinstance(result, dict) else {}
     if plan.early_stopping == "pruner":
         series.update(intermediate_series(run.study, trial))
-    tracking.end_trial(run.sweep, trial.number, scored.outcome, scored.metrics,
-                       {"search.reason": scored.reason, **{f"search.info.{k}": v for k, v in scored.info.items()},
-                        **{k: str(v) for k, v in trial.user_attrs.items()
-                           if k.startswith("search.") and k != HEARTBEAT_ATTR}},  # a heartbeat is not data
-                       series)
+    violated = broken_text(plan.constraints, scored.metrics, fmt)
+    tracking.end_trial(run.sweep, trial.number, scored.outcome, logged_metrics(scored.metrics, trial.user_attrs),
+                       end_tags(scored, trial.user_attrs, violated), series)
     for warning in [scored.info[k] for k in WARNINGS if scored.info.get(k)]:
         if warning not in run.said:  # every trial of the workload says the same: once per sweep
             run.said.add(warning)
             run.progress.console.print(warning, markup=False, highlight=False, soft_wrap=True)
     shown = scored.metrics or dict(zip(run.progress.metric_names, scored.values or []))
     feasible = all(v <= 0 for v in scored.constraints.values())
-    violated = broken_text(plan.constraints, scored.metrics, fmt)
     run.progress.finished(trial.number, scored.outcome, shown, trial.params, plan.directions, scored.reason, feasible,
                           trial_kind(trial.user_attrs), SEED_ATTR not in trial.user_attrs, violated)
     if refusal:  # SystemExit: the sweep's run is ended on the way out
@@ -62,6 +60,46 @@ def close_trial(run: SweepRun, trial: optuna.Trial, result: Any) -> str:
         # took the same incumbent again.
         return f"{scored.outcome} (last night's answer)"
     return scored.outcome
+
+
+FEASIBLE_TAG = "search.feasible"  # true: ran ok and met every hydra.sweeper.constraints rule (Optuna's feasible)
+VIOLATED_TAG = "search.violated"  # when not feasible: the rules broken, each with the value got
+# The constraints Optuna was told, by name: > 0 broken by that much, <= 0 met (the user attribute
+# search.constraints, which the MLflow run carries under this name instead)
+VIOLATIONS_TAG = "search.constraint_violations"
+
+
+def end_tags(scored: Scored, attrs: Mapping[str, Any], violated: str) -> dict[str, str]:
+    """The tags a trial's MLflow run ends with: its reason and info, its `search.*` attributes (not the
+    heartbeat, which is not data), and whether it is feasible; `violated`: constraints.broken_text()."""
+    copied = {k: str(v) for k, v in attrs.items() if k.startswith("search.") and k not in (HEARTBEAT_ATTR,
+                                                                                              CONSTRAINTS_ATTR)}
+    feasible = scored.outcome == "ok" and all(v <= 0 for v in scored.constraints.values())
+    tags = {"search.reason": scored.reason, **{f"search.info.{k}": v for k, v in scored.info.items()}, **copied,
+            FEASIBLE_TAG: str(feasible).lower()}
+    if not feasible:
+        not_run = [] if scored.outcome == "ok" else [f"{RUNNABLE} (outcome {scored.outcome})"]
+        tags[VIOLATED_TAG] = ", ".join([*not_run, *filter(None, [violated])])
+    if isinstance(attrs.get(CONSTRAINTS_ATTR), Mapping):
+        tags[VIOLATIONS_TAG] = "; ".join(f"{name}: {value:.4g}" for name, value in attrs[CONSTRAINTS_ATTR].items())
+    return tags
+
+
+def run_name(number: int, attrs: Mapping[str, Any]) -> str:
+    """The trial's MLflow run name: trial-<number>, then what it was run for when it was not a proposal
+    (`trial-0 baseline`, `trial-20 confirm r1 timed`, `trial-24 seed check seed 1`)."""
+    role = attrs.get(ROLE_ATTR)
+    parts = {"baseline": ["baseline"], "seed_check": ["seed check"],
+             "confirm": [f"confirm r{attrs.get(ROUND_ATTR, '')}"]}.get(role, [])
+    parts += {"incumbent": ["incumbent"], "warm_start": ["warm start"], "top_up": ["top-up"]}.get(
+        attrs.get(NIGHTLY_ROLE_ATTR), [])
+    if SEED_ATTR in attrs:
+        parts.append(f"seed {attrs[SEED_ATTR]}")
+    if RETRY_OF_ATTR in attrs:
+        parts.append(f"retry of {attrs[RETRY_OF_ATTR]}")
+    if ACCURACY_FROM_ATTR in attrs:
+        parts.append("timed")
+    return " ".join([f"trial-{number}", *parts])
 
 
 def trial_kind(attrs: dict[str, Any]) -> str:

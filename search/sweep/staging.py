@@ -16,7 +16,9 @@ So a trial whose maths (every other swept knob) already trained to the end
 in this study runs `train.throughput_only=true` (the warm-up and 3+ timed
 windows, no evaluation, objectives/timing.py) and is scored with the
 accuracy of that earlier trial, named in its `search.accuracy_from`
-attribute and MLflow tag. `hydra.sweeper.staging=false` trains every trial.
+attribute and MLflow tag. In MLflow that copy is logged as `val_accuracy_of_same_maths`
+(`val_loss_of_same_maths`), so that MLflow's `val_accuracy` is only ever measured by
+its own run (`logged_metrics`). `hydra.sweeper.staging=false` trains every trial.
 """
 from __future__ import annotations
 
@@ -41,6 +43,10 @@ RUN_LENGTH_METRICS = frozenset({
     "throughput_windows", "timed_start_unix_s", "timed_end_unix_s", "cpu_util_percent_mean", "energy_j",
     "energy_j_from_power", "energy_j_from_instant_power", "gpu_samples", "gpu_window_s", "gpu_timed_intervals"})
 THROUGHPUT_ONLY = "train.throughput_only=true"
+# In MLflow, a copied metric is logged under its name with this suffix (val_accuracy_of_same_maths): MLflow's
+# `val_accuracy` is always what the run itself measured. Optuna keeps the copy under its own name: the sampler, the
+# answer, the tables and export score the trial with it.
+OF_SAME_MATHS = "_of_same_maths"
 
 
 def maths_key(params: Mapping[str, Any]) -> tuple:
@@ -89,6 +95,14 @@ def with_inherited_accuracy(study: optuna.Study, trial: optuna.Trial, result: An
     merged = dict(result)
     merged["metrics"] = {**result.get("metrics", {}), **{k: metrics[k] for k in INHERITED if k in metrics}}
     return merged
+
+
+def logged_metrics(metrics: Mapping[str, float], attrs: Mapping[str, Any]) -> dict[str, float]:
+    """The metrics as the trial's MLflow run shows them: a throughput-only trial's (search.accuracy_from in
+    `attrs`) copied accuracy and loss as val_accuracy_of_same_maths and val_loss_of_same_maths."""
+    if ACCURACY_FROM_ATTR not in attrs:
+        return dict(metrics)
+    return {f"{k}{OF_SAME_MATHS}" if k in INHERITED else k: v for k, v in metrics.items()}
 
 
 def staging_applies(plan: Any, jobs: Any) -> bool:

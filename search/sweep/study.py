@@ -69,6 +69,18 @@ def storage_location(storage: str | None) -> str:
     return redact(trial_storage(storage))
 
 
+def study_identity(study: optuna.Study, storage: str | None) -> dict[str, str]:
+    """The MLflow tags that say which study a run belongs to: its storage (search.storage, passwords redacted)
+    and search.study_id, 12 hex digits of a hash of that storage, the study's name and its id there: the same for
+    every sweep and worker of the study, another for a study of the same name in another journal or database
+    (or one deleted and made again)."""
+    import hashlib
+
+    where = storage_location(storage)
+    digest = hashlib.sha256(f"{where}\n{study.study_name}\n{study._study_id}".encode()).hexdigest()
+    return {"search.storage": where, "search.study_id": digest[:12]}
+
+
 def trial_storage(storage: str | None) -> str:
     """What a trial process opens to reach the study: the URL as given (its password restored when
     the job's config holds it redacted, search/tracking/redact.py), or the journal's absolute path."""

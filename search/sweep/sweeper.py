@@ -48,13 +48,14 @@ from search.sweep.hooks import NoHooks
 from search.sweep.jobs import Jobs
 from search.sweep.planning import Plan, plan_sweep
 from search.sweep.recovery import Heartbeat
+from search.sweep.reproduce import configuration_overrides, paste_line
 from search.sweep.roles import put_back, set_aside_waiting
 from search.sweep.rule_sampler import within_rules
 from search.sweep.staging import staging_applies
 from search.sweep.start_design import (deferred, enqueue_deferred, enqueue_start, one_knob_at_a_time, start_line,
                                       starts_from_design)
 from search.sweep.study import (APP_ATTR, GP_IMPORTS, app_command, check_space_matches, large_study_notice,
-                                load_or_create, make_sampler, name_metrics, storage_location)
+                                load_or_create, make_sampler, name_metrics, storage_location, study_identity)
 from search.sweep.sweep_settings import sweep_settings
 from search.sweep.trial_loop import SweepRun, recover, run_enqueued, run_trials
 from search.tracking import mlflow_client, mlflow_repair
@@ -118,9 +119,10 @@ class SweeperImpl:
         try:
             sweep = tracking.start_sweep(self.settings.experiment_name or plan.study_name, plan.study_name,
                                          params=self._run_params(plan, metric_names),
-                                         tags={"search.storage": storage_location(self.settings.storage),
-                                               **fingerprint.as_tags(self.machine), **self.hooks.run_tags()},
-                                         sweep_dir=self.sweep_dir)
+                                         tags={**self._run_tags(plan), **fingerprint.as_tags(self.machine),
+                                               **self.hooks.run_tags()},
+                                         sweep_dir=self.sweep_dir,
+                                         study_identity=study_identity(study, self.settings.storage))
         except Exception:  # MLflow went away since it was checked: the study keeps its enqueued trials for a re-run
             workers.mark(study, "done")  # and no other worker waits on this one to finish searching
             raise
@@ -328,13 +330,19 @@ class SweeperImpl:
         if design:
             print(start_line(design, room, self.settings.n_trials), flush=True)
 
+    def _run_tags(self, plan: Plan) -> dict[str, str]:
+        """What the sweep was, on its MLflow parent run: its objective and its fixed overrides (those every
+        trial shares; a trial's own run has them with its knobs in search.overrides)."""
+        return {"search.objective": self.jobs.default_study_name(),
+                "search.fixed_overrides": paste_line(configuration_overrides(plan.space.fixed_overrides))}
+
     def _run_params(self, plan: Plan, metric_names: list[str]) -> dict[str, Any]:
         """The sweep's MLflow parent run params."""
         s = self.settings
         return {"n_trials": s.n_trials, "n_jobs": s.n_jobs, "directions": ",".join(plan.directions),
                 "slots": len(plan.slots) if plan.slots else "none (launcher batches)",
                 "metrics": ",".join(metric_names),
-                "sampler": type(plan.sampler).__name__,
+                "sampler": type(plan.sampler).__name__, "sampler_seed": "none" if s.seed is None else s.seed,
                 "constraints": "; ".join(map(str, plan.constraints)) or "none",
                 "early_stopping": plan.early_stopping, "pruner": type(plan.pruner).__name__,
                 "early_stopping_margin": s.early_stopping_margin,

@@ -21,7 +21,7 @@ from optuna.trial import TrialState
 from search.reports.progress import SweepProgress
 from search.sweep import interrupt, workers
 from search.sweep.baseline import accuracy_floor
-from search.sweep.closing import abort_trial, close_trial
+from search.sweep.closing import abort_trial, close_trial, run_name
 from search.sweep.early_stopping import trial_overrides
 from search.sweep.failure_policy import FailurePolicy
 from search.sweep.hooks import SweepHooks
@@ -29,6 +29,7 @@ from search.sweep.jobs import Jobs, result_of, trial_config
 from search.sweep.no_repeat import ask_unseen, completed_configurations, every_configuration
 from search.sweep.planning import Plan
 from search.sweep.recovery import Heartbeat, close_stale, stale_trials
+from search.sweep.reproduce import OVERRIDES, REPRODUCE_TAG, configuration_overrides, paste_line
 from search.sweep.roles import EXTRA_OVERRIDES_ATTR, measured_whatever_the_time
 from search.sweep.space import to_override
 from search.sweep.staging import staged
@@ -137,13 +138,15 @@ def propose(run: SweepRun) -> slots.Launch:
                                                            settings.early_stopping_startup_trials, floor)))
     run.heartbeat.track(trial)
     trial.set_user_attr("mlflow_parent_run_id", run.sweep.parent_run_id)
-    trial.set_user_attr("overrides", lines)
+    trial.set_user_attr(OVERRIDES, lines)
     job_config = run.jobs.compose(lines)
     cfg = trial_config(job_config)
     # Parsed here when this process runs the job (None: a user's app, a refused config, or another
     # launcher's job, which parses in its own process: search/trial/app.py).
     parsed = parse_trial(cfg) if run.jobs.run_here() else None
-    run_id = tracking.start_trial(run.sweep, trial.number, tracking.flatten(cfg))
+    run_id = tracking.start_trial(run.sweep, trial.number, tracking.flatten(cfg),
+                                  run_name(trial.number, trial.user_attrs),
+                                  {REPRODUCE_TAG: paste_line(configuration_overrides(lines))})
     if run_id is not None:
         trial.set_user_attr("mlflow_run_id", run_id)
     devices = parsed.parallel.devices if parsed is not None else 1

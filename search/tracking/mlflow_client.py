@@ -21,7 +21,7 @@ from mlflow.tracking import MlflowClient
 
 from search.tracking.redact import redact
 
-_MAX_PARAM_CHARS = 6000
+MAX_TAG_CHARS = 6000  # a param's or tag's value past this is cut (MLflow's limits: 6000 and 8000)
 _BATCH = 100
 
 
@@ -82,10 +82,10 @@ def compare_url(run_ids: Sequence[str]) -> str | None:
 def log_values(client: MlflowClient, run_id: str, params: Mapping[str, Any] | None = None,
                metrics: Mapping[str, float] | None = None, tags: Mapping[str, str] | None = None) -> None:
     now_ms = int(time.time() * 1000)
-    param_list = [Param(k, redact(str(v))[:_MAX_PARAM_CHARS]) for k, v in (params or {}).items()]
+    param_list = [Param(k, redact(str(v))[:MAX_TAG_CHARS]) for k, v in (params or {}).items()]
     metric_list = [Metric(k, float(v), now_ms, 0) for k, v in (metrics or {}).items()
                    if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)]
-    tag_list = [RunTag(k, redact(str(v))[:_MAX_PARAM_CHARS]) for k, v in (tags or {}).items()]
+    tag_list = [RunTag(k, redact(str(v))[:MAX_TAG_CHARS]) for k, v in (tags or {}).items()]
     for i in range(0, max(len(param_list), len(metric_list), len(tag_list)), _BATCH):
         client.log_batch(run_id, metrics=metric_list[i:i + _BATCH], params=param_list[i:i + _BATCH],
                                tags=tag_list[i:i + _BATCH])
@@ -177,7 +177,7 @@ def log_report(run_id: str | None, files: list[Path], tags: Mapping[str, str] | 
         for path in files:
             client.log_artifact(run_id, str(path), artifact_path)
         for key, value in (tags or {}).items():
-            client.set_tag(run_id, key, redact(str(value))[:_MAX_PARAM_CHARS])
+            client.set_tag(run_id, key, redact(str(value))[:MAX_TAG_CHARS])
         if metrics:
             log_values(client, run_id, metrics=metrics)
     except Exception as err:  # unreachable server, unwritable artifact store

@@ -35,6 +35,7 @@ from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
 from search.tracking import mlflow_runs as tracking
 from search.tracking.mlflow_client import log_values
 from search.sweep.recovery import WORKER_ATTR, worker_alive
+from search.sweep.staging import logged_metrics
 from search.tracking.redact import redact
 
 REPLAYED_SUFFIX = ".replayed.json"
@@ -127,7 +128,7 @@ def _close_from_study(client: MlflowClient, run_id: str, study: optuna.Study, nu
     finished = trial is not None and trial.state.is_finished()
     outcome = str(trial.user_attrs.get("outcome", "crashed")) if finished else "crashed"
     metrics = trial.user_attrs.get("metrics") if finished else None
-    log_values(client, run_id, metrics=metrics if isinstance(metrics, dict) else {},
+    log_values(client, run_id, metrics=logged_metrics(metrics, trial.user_attrs) if isinstance(metrics, dict) else {},
                tags={"search.outcome": outcome, "search.reason": str(trial.user_attrs.get("reason", ""))
                      if finished else "its sweep ended without closing it"})
     client.set_terminated(run_id, status=tracking.RUN_STATUS.get(outcome, "FAILED" if finished else "KILLED"))

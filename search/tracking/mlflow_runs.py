@@ -21,7 +21,7 @@ import mlflow
 from mlflow.tracking import MlflowClient
 from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID, MLFLOW_RUN_NAME
 
-from search.tracking.mlflow_client import log_series, log_values
+from search.tracking.mlflow_client import MAX_TAG_CHARS, log_series, log_values
 from search.tracking.redact import redact
 
 RUN_STATUS = {"ok": "FINISHED", "stopped_early": "KILLED"}  # stopped on purpose by early stopping
@@ -51,6 +51,8 @@ class TrialRecord:
     number: int
     params: dict[str, Any]
     run_id: str | None = None
+    name: str = ""  # the run's name (search/sweep/closing.py run_name); "" for trial-<number>
+    start_tags: dict[str, str] = field(default_factory=dict)  # tags the run is made with (the study's identity, ...)
     # Which writes MLflow has confirmed. The server can stop between two of them (run made, params not);
     # the next flush goes on from the first one missing instead of skipping it.
     create_tried: bool = False  # a create whose answer was lost may have made the run: look it up first
@@ -82,12 +84,17 @@ class Sweep:
     parent_status: str | None = None
     parent_metrics: dict[str, float] = field(default_factory=dict)
     parent_closed: bool = False
+    # Tags every trial run carries with the parent run: which study (search.storage, search.study_id), so that
+    # two studies of one name in one experiment tell apart on their trials too.
+    study_identity: dict[str, str] = field(default_factory=dict)
 
 
 def start_sweep(experiment_name: str, study_name: str, params: Mapping[str, Any], tags: Mapping[str, str],
-                sweep_dir: Path | None = None) -> Sweep:
+                sweep_dir: Path | None = None, study_identity: Mapping[str, str] | None = None) -> Sweep:
     """The sweep's parent run. It names its worker and where the sweep will leave what MLflow could not
-    take (UNLOGGED_TAG), so that the next start can replay it (search/tracking/mlflow_repair.py)."""
+    take (UNLOGGED_TAG), so that the next start can replay it (search/tracking/mlflow_repair.py).
+    `study_identity`: tags of the parent run and of every trial run (Sweep.study_identity)."""
+    identity = {k: redact(str(v)) for k, v in (study_identity or {}).items()}
     from search.sweep.recovery import WORKER_ATTR, worker_id
 
     client = MlflowClient()
@@ -97,9 +104,9 @@ def start_sweep(experiment_name: str, study_name: str, params: Mapping[str, Any]
         experiment_id,
         run_name=f"sweep-{time.strftime('%Y%m%d-%H%M%S')}",
         tags={"search.role": "sweep", "search.study_name": study_name, WORKER_ATTR: worker_id(), **where,
-              **{k: redact(str(v)) for k, v in tags.items()}},
+              **{k: redact(str(v)) for k, v in tags.items()}, **identity},
     )
-    sweep = Sweep(client, experiment_id, run.info.run_id, study_name)
+    sweep = Sweep(client, experiment_id, run.info.run_id, study_name, study_identity=identity)
     try:
         log_values(sweep.client, run.info.run_id, params=params)
     except Exception:  # MLflow went away between the two calls: no parent run without its params is left
@@ -130,9 +137,12 @@ def _experiment_id(client: MlflowClient, name: str) -> str:
     return experiment.experiment_id
 
 
-def start_trial(sweep: Sweep, trial_number: int, params: Mapping[str, Any]) -> str | None:
-    """The trial's run id, or None while MLflow is unreachable (the run is made later)."""
-    record = TrialRecord(trial_number, dict(params))
+def start_trial(sweep: Sweep, trial_number: int, params: Mapping[str, Any], name: str = "",
+                tags: Mapping[str, str] | None = None) -> str | None:
+    """The trial's run id, or None while MLflow is unreachable (the run is made later). `name`: the run's
+    name ("" for trial-<number>); `tags`: set when the run is made, with the study's identity."""
+    record = TrialRecord(trial_number, dict(params), name=name,
+                         start_tags={**sweep.study_identity, **{k: str(v) for k, v in (tags or {}).items()}})
     sweep.pending[trial_number] = record
     flush(sweep)
     return record.run_id
@@ -142,7 +152,7 @@ def end_trial(sweep: Sweep, trial_number: int, outcome: str, metrics: Mapping[st
               tags: Mapping[str, str], series: Mapping[str, list] | None = None) -> None:
     record = sweep.pending.get(trial_number)
     if record is None:  # interrupted before its run was even asked for
-        record = sweep.pending[trial_number] = TrialRecord(trial_number, {})
+        record = sweep.pending[trial_number] = TrialRecord(trial_number, {}, start_tags=dict(sweep.study_identity))
     record.ended, record.outcome = True, outcome
     record.metrics, record.tags, record.series = dict(metrics), dict(tags), dict(series or {})
     flush(sweep)
@@ -174,9 +184,11 @@ def write_record(sweep: Sweep, record: TrialRecord) -> None:
         record.run_id = _find_trial_run(sweep, record.number)
     if record.run_id is None:
         record.create_tried = True
-        run = sweep.client.create_run(sweep.experiment_id, run_name=f"trial-{record.number}", tags={
+        name = record.name or f"trial-{record.number}"
+        run = sweep.client.create_run(sweep.experiment_id, run_name=name, tags={
+            **{k: redact(v)[:MAX_TAG_CHARS] for k, v in record.start_tags.items()},
             MLFLOW_PARENT_RUN_ID: sweep.parent_run_id,
-            MLFLOW_RUN_NAME: f"trial-{record.number}",
+            MLFLOW_RUN_NAME: name,
             "search.role": "trial",
             "search.study_name": sweep.study_name,
             "search.trial_number": str(record.number),

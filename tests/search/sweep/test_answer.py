@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import math
 import re
+import shlex
 import time
 
 import optuna
 import pytest
 import yaml
 from mlflow.tracking import MlflowClient
+from omegaconf import OmegaConf
 from optuna.distributions import CategoricalDistribution, IntDistribution
 from optuna.storages import JournalStorage
 from optuna.storages.journal import JournalFileBackend
@@ -26,6 +28,7 @@ from search.sweep.confirm import ROUND_ATTR
 from search.sweep.roles import ROLE_ATTR, SEED_ATTR
 from search.sweep.space import Space
 from search.sweep.staging import ACCURACY_FROM_ATTR, accuracy_source, maths_key, with_inherited_accuracy
+from search.tracking.mlflow_runs import flatten
 from sweep_results import load_study, runs
 
 # 60 ms steps: a waking process's few milliseconds of wait on a loaded machine (load 5-9 on two cores) are
@@ -470,6 +473,26 @@ def test_staging_trains_a_set_of_maths_once(workdir):
     tagged = [r for r in runs(workdir, "trial") if r.data.tags.get(ACCURACY_FROM_ATTR) == "0"]
     assert tagged and all(client.get_run(r.info.run_id).data.tags.get("search.info.measured") == "throughput_only"
                           for r in tagged)
+    # In MLflow, val_accuracy is what a run measured itself; the copy is named as one (Optuna keeps it, above)
+    for run in tagged:
+        assert "val_accuracy" not in run.data.metrics and "val_loss" not in run.data.metrics
+        assert run.data.metrics["val_accuracy_of_same_maths"] == trials[0].user_attrs["metrics"]["val_accuracy"]
+        assert run.data.metrics["val_loss_of_same_maths"] == trials[0].user_attrs["metrics"]["val_loss"]
+        assert run.info.run_name.endswith(" timed")
+    measured = client.search_runs([tagged[0].info.experiment_id], "metrics.val_accuracy >= 0")
+    assert sorted(r.data.tags["search.trial_number"] for r in measured) == ["0"]  # the baseline alone trained
+    assert runs(workdir, "sweep")[0].data.tags["search.objective"] == "digits"
+    # search.overrides runs the same configuration when pasted after `python -m search run`, less how the sweep
+    # measured it (train.throughput_only)
+    [run] = tagged[:1]
+    pasted = shlex.split(run.data.tags["search.overrides"])
+    assert pasted[0] == "objective=digits" and not any("throughput_only" in o for o in pasted)
+    rerun = run_search("run", *pasted, "hydra.run.dir=rerun", cwd=workdir)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    composed = flatten(OmegaConf.to_container(OmegaConf.load(workdir / "rerun" / ".hydra" / "config.yaml"),
+                                              resolve=True))
+    differs = {k for k, v in composed.items() if run.data.params.get(k) != str(v)} | (run.data.params.keys() - composed)
+    assert differs == {"train.throughput_only"}, differs
 
 
 def test_a_night_tops_up_its_confirmed_answer_after_the_confirmation(workdir):

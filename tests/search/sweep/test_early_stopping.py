@@ -131,6 +131,10 @@ def test_two_objectives_a_slow_trial_stops_after_its_probe_a_faster_one_never(wo
     assert run.data.tags["search.outcome"] == "stopped_early" and run.info.status == "KILLED"
     assert run.data.metrics["throughput_samples_per_s"] == pytest.approx(probe)
     assert "val_accuracy" not in run.data.metrics  # partial: never evaluated
+    assert run.data.tags["search.info.measured"] == "probe"  # was "full", as for a whole run
+    assert runs[first.number].data.tags["search.info.measured"] == "full"
+    assert run.data.tags["search.feasible"] == "false"
+    assert run.data.tags["search.violated"] == "runnable (outcome stopped_early)"
 
     assert fast.state == TrialState.COMPLETE  # faster than every completed trial: never stopped
     assert fast.user_attrs["metrics"]["probe_throughput_samples_per_s"] >= bar
@@ -178,6 +182,10 @@ def test_one_objective_with_constraints_the_median_pruner_stops_a_bad_trial(work
     last = bad.intermediate_values[max(bad.intermediate_values)]
     assert runs[bad.number].data.metrics["val_accuracy"] == pytest.approx(last)  # partial metrics
     assert "trial.optuna_trial_number" in runs[bad.number].data.params
+    assert runs[bad.number].data.tags["search.info.measured"] == "pruned"
+    assert runs[unpruned.number].data.tags["search.feasible"] == "false"  # ok, FINISHED, and broke the size rule
+    assert runs[unpruned.number].data.tags["search.violated"].startswith("params_count <= 7000 (got ")
+    assert runs[small.number].data.tags["search.feasible"] == "true" and "search.violated" not in runs[small.number].data.tags
 
 
 def test_searching_for_the_answer_the_bar_is_the_fastest_trial_at_the_floor() -> None:
