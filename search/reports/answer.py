@@ -4,11 +4,13 @@ from __future__ import annotations
 import math
 from typing import Any, Mapping
 
+import optuna
 from rich.panel import Panel
 from rich.text import Text
 
 from search.reports.tables import console
 from search.sweep.answer import Answer, Idle, no_idle, panel_lines
+from search.sweep.confirm import throughput_of
 from search.sweep.reproduce import paste_line
 from search.sweep.space import to_override
 from search.tracking import mlflow_client
@@ -39,6 +41,7 @@ def answer_metrics(answer: Answer | None) -> dict[str, float]:
         out["answer_val_accuracy"] = answer.val_accuracy
     if answer.baseline_val_accuracy is not None:
         out["baseline_val_accuracy"] = answer.baseline_val_accuracy
+        out["accuracy_floor"] = answer.baseline_val_accuracy - answer.tolerance  # what the others had to reach
     check = answer.seed_check or {}
     if "mean_val_accuracy" in check:  # the second-seed check the answer rests on: both seeds' means, each side
         out.update(seed_check_answer_val_accuracy_mean=check["mean_val_accuracy"],
@@ -46,6 +49,19 @@ def answer_metrics(answer: Answer | None) -> dict[str, float]:
     if check:
         out.update(seed_check_answer_val_accuracy=check["val_accuracy"],
                    seed_check_baseline_val_accuracy=check["baseline_val_accuracy"])
+    return {k: float(v) for k, v in out.items() if v is not None and math.isfinite(v)}
+
+
+def answer_throughputs(study: optuna.Study, answer: Answer | None) -> dict[str, float]:
+    """The sweep run's absolute figures beside the ratio: the answer's and your configuration's throughput, each
+    the median of its runs at your seed that ended ok (the confirmation's rounds among them), the front table's
+    figures, your configuration's `vs base`'s divisor (search/sweep/confirm.py baseline_throughput)."""
+    if answer is None:
+        return {}
+    out = {"answer_throughput_samples_per_s": throughput_of(study, answer.params)}
+    if answer.baseline_trials:
+        base = study.get_trials(deepcopy=False)[answer.baseline_trials[0]].params
+        out["baseline_throughput_samples_per_s"] = throughput_of(study, base)
     return {k: float(v) for k, v in out.items() if v is not None and math.isfinite(v)}
 
 

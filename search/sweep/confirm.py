@@ -352,8 +352,12 @@ def baseline_throughput(study: optuna.Study, base_params: Mapping[str, Any]) -> 
     the confirmation's rounds among them. Every other configuration's figure is the median of its runs at that
     seed, so the baseline's is too; the rounds, measured beside the contenders, are most of its runs, and its run
     at the next seed trains another draw of the same data order, not the one the others are compared at."""
-    found = next((c for c in candidates(study.get_trials(deepcopy=False)) if key(c.params) == key(base_params)),
-                 None)
+    return throughput_of(study, base_params)
+
+
+def throughput_of(study: optuna.Study, params: Mapping[str, Any]) -> float | None:
+    """A configuration's throughput: the median of its runs at the study's seed that ended ok (the front table's)."""
+    found = next((c for c in candidates(study.get_trials(deepcopy=False)) if key(c.params) == key(params)), None)
     return found.metrics.get(THROUGHPUT) if found is not None else None
 
 

@@ -31,7 +31,7 @@ from optuna.trial import TrialState
 
 from search.errors import EXIT_GAVE_UP, BadInput, Interrupted, exit_bad_input
 from search.measure import fingerprint, gpu_telemetry
-from search.reports.answer import answer_metrics, print_answer, tag_sweep_run
+from search.reports.answer import answer_metrics, answer_throughputs, print_answer, tag_sweep_run
 from search.reports.plots import preload as preload_plots, write_report
 from search.reports.progress import SweepProgress
 from search.reports.tables import compare_label, compare_run_ids, front_trials, print_front
@@ -154,7 +154,8 @@ class SweeperImpl:
             workers.mark(study, "done")  # again, the heartbeat stopped: a beat may have re-marked the state it read
             completed = [t for t in study.get_trials(deepcopy=False)
                          if t.state == TrialState.COMPLETE and t.user_attrs.get("outcome", "ok") != "stopped_early"]
-            tracking.end_sweep(sweep, status, {"trials_complete_in_study": len(completed), **answer_metrics(answer)},
+            tracking.end_sweep(sweep, status, {"trials_complete_in_study": len(completed), **answer_metrics(answer),
+                                               **answer_throughputs(study, answer)},
                                self.sweep_dir / tracking.UNLOGGED_FILE)
         return self._report(study, plan, sweep, metric_names, run.outcomes, answer, last)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import re
+import statistics
 import shlex
 import time
 
@@ -422,6 +423,13 @@ def test_a_sweep_ends_with_a_confirmed_answer(workdir):
         check["baseline_mean_val_accuracy"])
     assert sweep.data.tags["search.answer.seed_check"] == "passed"
     assert sweep.data.metrics["confirm_rounds"] == answer.confirm_rounds == answer.rounds
+    # the absolute figures beside the ratio, as the front table has them, and the floor the others had to reach
+    medians = {b: statistics.median(t.user_attrs["metrics"]["throughput_samples_per_s"] for t in trials
+                                    if t.params == {"batch_size": b} and SEED_ATTR not in t.user_attrs
+                                    and t.user_attrs.get("outcome") == "ok") for b in (64, 128)}
+    assert sweep.data.metrics["answer_throughput_samples_per_s"] == pytest.approx(medians[128])
+    assert sweep.data.metrics["baseline_throughput_samples_per_s"] == pytest.approx(medians[64])
+    assert sweep.data.metrics["accuracy_floor"] == pytest.approx(answer.baseline_val_accuracy - 0.005)
     trial_runs = runs(workdir, "trial")
     assert {r.data.tags.get(ROLE_ATTR) for r in trial_runs} >= {"baseline", "confirm", "seed_check"}
 
