@@ -24,8 +24,10 @@ from rich.table import Table
 
 from search.reports.choose import key as config_key
 from search.reports.labels import WARNINGS, fmt, knob_label, metric_label
+from search.sweep.answer import Idle, no_idle
 from search.sweep.outcome import is_feasible
 from search.sweep.roles import ROLE_ATTR, SEED_ATTR
+from search.sweep.staging import SPEED_ONLY
 
 BASELINE = "baseline"
 ANSWER_ATTR = "search.answer"  # study attribute: the confirmed answer, its "trials" among them
@@ -110,14 +112,23 @@ def compare_label(answered: bool, answer_is_yours: bool, has_baseline: bool, fro
     return ", ".join(["the answer"] * answered + ["the baseline"] * has_baseline + front) or "the front"
 
 
-def differing_knobs(trials: Sequence[FrozenTrial], reference: FrozenTrial | None) -> list[str]:
-    """Knobs some shown trial sets otherwise than `reference`, in the study's order."""
+NO_EFFECT = "–"  # a knob cell whose value the row's other values leave without effect
+
+
+def differing_knobs(trials: Sequence[FrozenTrial], reference: FrozenTrial | None, idle: Idle = no_idle) -> list[str]:
+    """Knobs some shown trial sets otherwise than `reference` (a value without effect, `idle`, is no value),
+    those that change the trained model's maths first (they explain the accuracy column), then the speed-only
+    ones (search/sweep/staging.py), each in the study's order."""
     keys: list[str] = []
     for t in trials:
         keys += [k for k in t.params if k not in keys]
-    if reference is None:
-        return keys
-    return [k for k in keys if any(t.params.get(k) != reference.params.get(k) for t in trials)]
+    if reference is not None:
+        keys = [k for k in keys if any(_effective(t, k, idle) != _effective(reference, k, idle) for t in trials)]
+    return [k for k in keys if k not in SPEED_ONLY] + [k for k in keys if k in SPEED_ONLY]
+
+
+def _effective(trial: FrozenTrial, key: str, idle: Idle) -> Any:
+    return NO_EFFECT if key in idle(trial.params) else trial.params.get(key)
 
 
 def baseline_value(rows: Sequence[Row], baseline: Sequence[FrozenTrial]) -> float | None:
@@ -139,8 +150,10 @@ def speedup(name: str, value: float, base: float | None) -> str:
     return f"{value / base if sign > 0 else base / value:.2f}x"
 
 
-def front_table(study: optuna.Study, metric_names: Sequence[str], width: int | None = None) -> Group:
-    """The front in `width` columns (the console's when None): a title line, the table, notes under it."""
+def front_table(study: optuna.Study, metric_names: Sequence[str], width: int | None = None,
+                idle: Idle = no_idle) -> Group:
+    """The front in `width` columns (the console's when None): a title line, the table, notes under it. `idle`:
+    the keys a configuration's other values leave without effect (Space.unused), shown as NO_EFFECT."""
     width = width or console().width
     every_row = configuration_rows(study)
     front = front_rows(study, every_row)
@@ -175,7 +188,7 @@ def front_table(study: optuna.Study, metric_names: Sequence[str], width: int | N
         rows.append([f"{r.trial.number}{' *' if is_answer(r.trial) else ''}", *[fmt(v) for v in r.values],
                      *([speedup(primary, r.values[0], base_value)] if with_speedup else [])])
     every = list(trials[0].params) if trials else []
-    knobs = differing_knobs(trials, reference)
+    knobs = differing_knobs(trials, reference, idle)
     used = _width([str(c.header) for c in table.columns], rows)
     shown: list[str] = []
     for key in knobs:  # as many knob columns, in order, as fit next to the fixed ones
@@ -190,9 +203,9 @@ def front_table(study: optuna.Study, metric_names: Sequence[str], width: int | N
     for row, t in zip(rows, trials):
         cells = []
         for key in shown:
-            value = escape(fmt(t.params.get(key, "")))
-            same = reference is not None and t.params.get(key) == reference.params.get(key)
-            cells.append(f"[dim]{value}[/dim]" if same else value)
+            value = escape(fmt(_effective(t, key, idle) if key in t.params else ""))
+            same = reference is not None and _effective(t, key, idle) == _effective(reference, key, idle)
+            cells.append(f"[dim]{value}[/dim]" if same or value == NO_EFFECT else value)
         table.add_row(*row, *cells)
     notes = ["* the answer" + (", in the last row: not on the front (a front configuration's median beats its "
                                "runs' median; the answer panel says what the confirmation measured)"
@@ -207,6 +220,8 @@ def front_table(study: optuna.Study, metric_names: Sequence[str], width: int | N
     if reference is not None:
         notes.append(f"knobs shown: those that differ from {called}" +
                      (f" ({escape(_pairs(reference.params, every))})" if knobs else ", none do"))
+    if any(_effective(t, k, idle) == NO_EFFECT for t in trials for k in shown if k in t.params):
+        notes.append(f"{NO_EFFECT}: without effect beside the row's other values (persistent workers without workers)")
     if left_out:
         notes.append(f"also differ, not shown at this width: {', '.join(left_out)}")
     notes.append("every metric and knob: MLflow and the report")
@@ -232,9 +247,9 @@ def console() -> Console:
     return Console(width=int(columns) if columns.isdigit() and int(columns) > 0 else PIPE_WIDTH)
 
 
-def print_front(study: optuna.Study, metric_names: Sequence[str]) -> None:
+def print_front(study: optuna.Study, metric_names: Sequence[str], idle: Idle = no_idle) -> None:
     out = console()
-    out.print(front_table(study, metric_names, out.width))
+    out.print(front_table(study, metric_names, out.width, idle))
 
 
 def print_single(job_cfg: Mapping[str, Any], result: Mapping[str, Any]) -> None:

@@ -359,7 +359,7 @@ class SweeperImpl:
     def _report(self, study: optuna.Study, plan: Plan, sweep: tracking.Sweep, metric_names: list[str],
                 outcomes: list[str], answer: Answer | None = None, last: bool = True) -> optuna.Study:
         """The front, the plots, the hooks' end, the answer; exit non-zero when the sweep gave up or a hook says so."""
-        print_front(study, metric_names)
+        print_front(study, metric_names, plan.space.unused or no_idle)
         report_dir = self.sweep_dir / "report"
         if self.settings.report and not last:  # another worker still searches: its report holds the whole study
             plot_files = []

@@ -140,12 +140,38 @@ def test_the_front_shows_metrics_speedup_and_the_knobs_that_differ_from_the_base
     assert "persistent_workers" not in header and "devices" not in header  # the same as the baseline's
     assert "18,234" in text and "0.9612" in text and "17.88x" in text  # 18,234.5 / median(1000, 1040)
     assert "differ from the baseline (batch_size=64 num_workers=0 persistent_workers=False" in flat(text)
-    differing = ["batch_size", "loader.num_workers", "precision", "model_pruning.ratio", "parallel.threads"]
-    shown = [k for k in differing if k.split(".")[-1] in header]  # in the study's order, as many as fit
-    assert shown == differing[:{80: 2, 100: 4, 200: 5}[width]]
+    # those that change the model's maths first (they explain the accuracy column), then the speed-only ones
+    differing = ["batch_size", "precision", "model_pruning.ratio", "loader.num_workers", "parallel.threads"]
+    shown = [k for k in differing if k.split(".")[-1] in header]  # in that order, as many as fit
+    assert shown == differing[:{80: 3, 100: 4, 200: 5}[width]]
     if len(shown) < len(differing):
         assert f"also differ, not shown at this width: {', '.join(differing[len(shown):])}" in flat(text)
     assert "MLflow and the report" in text
+
+
+def test_a_knob_without_effect_is_no_difference_and_shows_as_such() -> None:
+    """A user pass read a front at 100 columns: a persistent_workers column showing True beside num_workers=0
+    (it changes nothing there), and model_pruning.ratio, which explained the accuracy, left out for width."""
+    from search.sweep.combinations import fit_to_rules
+    from search.sweep.space import build_space
+    from objectives import Hardware
+    from objectives.config import parse_values
+
+    space, _ = fit_to_rules(build_space({}, [f"{k}=choice({','.join(map(str, d.choices)).lower()})"
+                                             for k, d in SPACE.items()]), parse_values({}),
+                            Hardware(cpu_cores=2, why_no_gpu="none here"))
+    study = optuna.create_study(directions=["maximize", "maximize"], study_name="digits")
+    _add(study, USER, 1000.0, 0.97, BASELINE)
+    _add(study, {**USER, "loader.persistent_workers": True, "model_pruning.ratio": 0.5}, 2900.0, 0.92)
+    _add(study, {**USER, "loader.num_workers": 2, "loader.persistent_workers": True}, 1900.0, 0.97)
+    text = "\n".join(_render(front_table(study, METRICS, 100, space.unused), 100))
+    header = next(line for line in text.splitlines() if "trial" in line and "samples/s" in line)
+    assert re.search(r"ratio .* num_workers .* persistent_workers", header), header  # the maths first
+    row = next(line for line in text.splitlines() if "2,900" in line)
+    assert row.rstrip(" │").endswith("–"), row  # persistent workers beside no workers: without effect
+    assert "–: without effect beside the row's other values" in flat(text)
+    plain = "\n".join(_render(front_table(study, METRICS, 100), 100))  # told nothing: the values as they are
+    assert "–" not in plain
 
 
 def test_the_front_leaves_out_other_seeds_and_shows_a_configuration_once() -> None:
