@@ -115,20 +115,27 @@ def compare_label(answered: bool, answer_is_yours: bool, has_baseline: bool, fro
 NO_EFFECT = "–"  # a knob cell whose value the row's other values leave without effect
 
 
-def differing_knobs(trials: Sequence[FrozenTrial], reference: FrozenTrial | None, idle: Idle = no_idle) -> list[str]:
-    """Knobs some shown trial sets otherwise than `reference` (a value without effect, `idle`, is no value),
-    those that change the trained model's maths first (they explain the accuracy column), then the speed-only
-    ones (search/sweep/staging.py), each in the study's order."""
+def differing_knobs(trials: Sequence[FrozenTrial], reference: FrozenTrial | None, idle: Idle = no_idle,
+                    answer: Mapping[str, Any] | None = None) -> list[str]:
+    """Knobs some shown trial sets otherwise than `reference` (a value without effect, `idle`, is no value), in
+    the order a narrow table keeps them: those the answer moves (its row reads whole), then those that change
+    the trained model's maths (they explain the accuracy column), then the speed-only ones
+    (search/sweep/staging.py), each in the study's order."""
     keys: list[str] = []
     for t in trials:
         keys += [k for k in t.params if k not in keys]
-    if reference is not None:
-        keys = [k for k in keys if any(_effective(t, k, idle) != _effective(reference, k, idle) for t in trials)]
-    return [k for k in keys if k not in SPEED_ONLY] + [k for k in keys if k in SPEED_ONLY]
+    if reference is None:
+        return keys
+    base = reference.params
+    keys = [k for k in keys if any(_effective(t.params, k, idle) != _effective(base, k, idle) for t in trials)]
+    moved = [k for k in keys if answer is not None and k in answer
+             and _effective(answer, k, idle) != _effective(base, k, idle)]
+    rest = [k for k in keys if k not in moved]
+    return moved + [k for k in rest if k not in SPEED_ONLY] + [k for k in rest if k in SPEED_ONLY]
 
 
-def _effective(trial: FrozenTrial, key: str, idle: Idle) -> Any:
-    return NO_EFFECT if key in idle(trial.params) else trial.params.get(key)
+def _effective(params: Mapping[str, Any], key: str, idle: Idle) -> Any:
+    return NO_EFFECT if key in idle(params) else params.get(key)
 
 
 def baseline_value(rows: Sequence[Row], baseline: Sequence[FrozenTrial]) -> float | None:
@@ -188,7 +195,7 @@ def front_table(study: optuna.Study, metric_names: Sequence[str], width: int | N
         rows.append([f"{r.trial.number}{' *' if is_answer(r.trial) else ''}", *[fmt(v) for v in r.values],
                      *([speedup(primary, r.values[0], base_value)] if with_speedup else [])])
     every = list(trials[0].params) if trials else []
-    knobs = differing_knobs(trials, reference, idle)
+    knobs = differing_knobs(trials, reference, idle, answer.get("params"))
     used = _width([str(c.header) for c in table.columns], rows)
     shown: list[str] = []
     for key in knobs:  # as many knob columns, in order, as fit next to the fixed ones
@@ -203,8 +210,9 @@ def front_table(study: optuna.Study, metric_names: Sequence[str], width: int | N
     for row, t in zip(rows, trials):
         cells = []
         for key in shown:
-            value = escape(fmt(_effective(t, key, idle) if key in t.params else ""))
-            same = reference is not None and _effective(t, key, idle) == _effective(reference, key, idle)
+            value = escape(fmt(_effective(t.params, key, idle) if key in t.params else ""))
+            same = reference is not None and \
+                _effective(t.params, key, idle) == _effective(reference.params, key, idle)
             cells.append(f"[dim]{value}[/dim]" if same or value == NO_EFFECT else value)
         table.add_row(*row, *cells)
     notes = ["* the answer" + (", in the last row: not on the front (a front configuration's median beats its "
@@ -220,7 +228,7 @@ def front_table(study: optuna.Study, metric_names: Sequence[str], width: int | N
     if reference is not None:
         notes.append(f"knobs shown: those that differ from {called}" +
                      (f" ({escape(_pairs(reference.params, every))})" if knobs else ", none do"))
-    if any(_effective(t, k, idle) == NO_EFFECT for t in trials for k in shown if k in t.params):
+    if any(_effective(t.params, k, idle) == NO_EFFECT for t in trials for k in shown if k in t.params):
         notes.append(f"{NO_EFFECT}: without effect beside the row's other values (persistent workers without workers)")
     if left_out:
         notes.append(f"also differ, not shown at this width: {', '.join(left_out)}")

@@ -172,6 +172,13 @@ def test_a_knob_without_effect_is_no_difference_and_shows_as_such() -> None:
     assert "–: without effect beside the row's other values" in flat(text)
     plain = "\n".join(_render(front_table(study, METRICS, 100), 100))  # told nothing: the values as they are
     assert "–" not in plain
+    # the answer's own knobs first, whatever the width leaves out: its row reads whole
+    study.set_user_attr("search.answer", {"params": {**USER, "loader.num_workers": 2,
+                                                     "loader.persistent_workers": True}, "trials": [2]})
+    lines = _render(front_table(study, METRICS, 80, space.unused), 80)
+    header = next(line for line in lines if "trial" in line and "samples/s" in line)
+    assert re.search(r"num_workers .* persistent_workers", header), header
+    assert "also differ, not shown at this width: model_pruning.ratio" in flat("\n".join(lines))
 
 
 def test_the_front_leaves_out_other_seeds_and_shows_a_configuration_once() -> None:
