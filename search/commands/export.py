@@ -86,7 +86,7 @@ def choose(study: optuna.Study, metric: str | None, direction: str | None, where
         "study": study.study_name,
         "rule": f"{rule} (medians over each configuration's trials)",
         "trials": [t.number for t in chosen.trials],
-        "metrics": {k: float(v) for k, v in chosen.metrics.items()},
+        "metrics": _figures(chosen.metrics),
         **_accuracy_note(chosen.trials),
         "overrides": job_overrides(newest),
         "fingerprint": fingerprint.from_tags(study.user_attrs),
@@ -123,12 +123,17 @@ def from_answer(study: optuna.Study) -> dict | None:
         **({"fastest_contender": {"overrides": fastest["overrides"], "speedup_vs_baseline": _speedup(
             fastest["speedup"], fastest["ci_low"], fastest["ci_high"], fastest["rounds"])}}
            if answer.is_baseline and (fastest := answer.fastest_contender) else {}),
-        "metrics": {k: float(v) for k, v in chosen.metrics.items()},
+        "metrics": _figures(chosen.metrics),
         **_accuracy_note(same),
         "overrides": job_overrides(max(same, key=lambda t: t.number)),
         "fingerprint": fingerprint.from_tags(study.user_attrs),
         **({"not_confirmed": left_out} if (left_out := _not_confirmed(study, answer)) else {}),
     }
+
+
+def _figures(metrics: dict) -> dict:
+    """The configuration's medians, less the clock readings (`*_unix_s`: when a run was timed, no figure of it)."""
+    return {k: float(v) for k, v in metrics.items() if not k.endswith("_unix_s")}
 
 
 def _speedup(estimate: float, low: float | None, high: float | None, rounds: int) -> dict:

@@ -191,7 +191,8 @@ def test_the_export_writes_every_speedup_in_one_layout_and_the_seed_check():
     for batch in (64, 128):
         study.add_trial(optuna.trial.create_trial(
             params={"batch_size": batch}, distributions=dists, values=[1000.0, 0.9],
-            user_attrs={"outcome": "ok", "metrics": {"throughput_samples_per_s": 1000.0, "val_accuracy": 0.9}}))
+            user_attrs={"outcome": "ok", "metrics": {"throughput_samples_per_s": 1000.0, "val_accuracy": 0.9,
+                                                     "timed_start_unix_s": 1.7e9}}))
     fastest = {"params": {"batch_size": 128}, "overrides": ["batch_size=128"], "speedup": 0.98, "ci_low": 0.30,
                "ci_high": 3.23, "rounds": 3}
     yours = Answer({"batch_size": 64}, ["batch_size=64"], True, 1.0, 1.0, 1.0, 0, 0.9, 0.9, 0.005,
@@ -201,6 +202,7 @@ def test_the_export_writes_every_speedup_in_one_layout_and_the_seed_check():
     assert written["fastest_contender"] == {"overrides": ["batch_size=128"], "speedup_vs_baseline": {
         "estimate": 0.98, "ci95": [0.30, 3.23], "rounds": 3}}
     assert written["confirm_rounds"] == 6 and "seed_check" not in written and "note" not in written
+    assert written["metrics"] == {"throughput_samples_per_s": 1000.0, "val_accuracy": 0.9}  # no clock readings
     study.set_user_attr("search.answer", {**yours.to_dict(), "note": "the next fastest in the search: 0.88x"})
     assert from_answer(study)["note"] == "the next fastest in the search: 0.88x"
     study.set_user_attr("search.answer", yours.to_dict())
