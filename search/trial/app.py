@@ -29,6 +29,8 @@ from search.trial.typed_config import parse_trial
 def task(cfg: DictConfig) -> Any:
     job_cfg = OmegaConf.to_container(cfg, resolve=True)
     parsed = handed_config() or parse_trial(job_cfg)
+    if HydraConfig.get().mode == RunMode.RUN and parsed is not None:
+        say_without_effect(parsed, list(HydraConfig.get().overrides.task))
     visible = cfg.trial.get("visible_devices")
     running = start_isolated(job_cfg, timeout_s=float(cfg.trial.timeout_s), report=_reporter(cfg),
                              visible_devices=None if visible is None else str(visible), parsed=parsed)
@@ -41,6 +43,19 @@ def task(cfg: DictConfig) -> Any:
         print_single(job_cfg, result)
         exit_unless_ok(result)
     return result
+
+
+def say_without_effect(parsed: Any, overrides: list[str]) -> None:
+    """`python -m search run`: one line for the keys you set that this configuration's other values leave
+    without effect (`loader.persistent_workers=true` beside `loader.num_workers=0`): it runs as without them."""
+    from objectives.knobs import unused_keys
+
+    set_here = {line.lstrip("+~").partition("=")[0]: line for line in overrides}
+    idle = [set_here[k] for k in sorted(unused_keys(parsed)) if k in set_here]
+    if idle:
+        print(f"note: {', '.join(idle)}: without effect beside this configuration's other values (loader workers' "
+              f"settings without workers); the trial runs as without {'them' if len(idle) > 1 else 'it'}",
+              file=sys.stderr, flush=True)
 
 
 def exit_unless_ok(result: dict) -> None:

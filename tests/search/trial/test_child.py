@@ -84,3 +84,16 @@ def test_the_child_runs_the_config_the_sweep_parsed_and_does_not_parse_the_dict_
     assert result["metrics"]["cuda_device_order_pci_bus"] == 1.0
     refused = run_isolated({"objective": {"name": "digits"}, "train": {"budget_samples": 0}}, timeout_s=120)
     assert refused["outcome"] == "infeasible" and "train.budget_samples" in refused["reason"], refused["reason"]
+
+
+def test_run_says_when_a_key_you_set_has_no_effect(workdir: Path) -> None:
+    """A user pass ran `run loader.num_workers=0 loader.persistent_workers=true` (an exported contender) and got
+    no word that persistent workers change nothing without workers."""
+    result = run_search("run", "loader.num_workers=0", "loader.persistent_workers=true", "train.budget_samples=600",
+                        cwd=workdir, timeout_s=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stderr.count("note: loader.persistent_workers=true: without effect beside this configuration's "
+                               "other values") == 1, result.stderr
+    with_workers = run_search("run", "loader.num_workers=1", "loader.persistent_workers=true",
+                              "train.budget_samples=600", cwd=workdir, timeout_s=300)
+    assert with_workers.returncode == 0 and "without effect" not in with_workers.stderr, with_workers.stderr
