@@ -187,9 +187,12 @@ def main(argv: list[str]) -> int:
     try:
         study = open_study(args.storage, args.study_name)
         rule_given = args.best is not None or args.where
-        chosen = (None if rule_given else from_answer(study)) or choose(study, args.best, args.direction, args.where)
+        answer = from_answer(study)
+        chosen = (None if rule_given else answer) or choose(study, args.best, args.direction, args.where)
     except BadInput as err:
         exit_bad_input(err)
+    if answer is not None and chosen["trials"] != answer["trials"]:  # your rule chose another than the answer
+        chosen["confirmed_answer"] = {k: answer[k] for k in ("rule", "overrides", "speedup_vs_baseline")}
     out = args.out or Path(f"best-{study.study_name}.yaml")
     app = study.user_attrs.get(APP_ATTR, OUR_APP)  # studies written before it was recorded ran ours
     spelt_out = f"{app} " + " ".join(shlex.quote(o) for o in chosen["overrides"])
@@ -202,6 +205,9 @@ def main(argv: list[str]) -> int:
         lines = [spelt_out]
     out.write_text(header + yaml.safe_dump(chosen, sort_keys=False))
     print(f"exported {chosen['rule']}: trials {chosen['trials']} to {out}")
+    if "confirmed_answer" in chosen:
+        print(f"note: the sweep's confirmed answer is another configuration ({chosen['confirmed_answer']['rule']}); "
+              f"{out} names it under confirmed_answer")
     for line in lines:
         print(line)
     return 0

@@ -446,6 +446,14 @@ def test_a_sweep_ends_with_a_confirmed_answer(workdir):
     assert written["seed_check"]["seeds"] == [0, 1] and written["seed_check"]["passed"] is True
     assert written["seed_check"]["mean_val_accuracy"] == pytest.approx(check["mean_val_accuracy"])
     assert written["seed_check"]["baseline_mean_val_accuracy"] == pytest.approx(check["baseline_mean_val_accuracy"])
+    assert "confirmed_answer" not in written
+    # a rule of yours that chooses another configuration: the export names the confirmed answer beside it
+    slow = run_search("export", "--best", "throughput_samples_per_s", "--direction", "minimize", "--out", "slow.yaml",
+                      cwd=workdir, env=env)
+    assert slow.returncode == 0 and "note: the sweep's confirmed answer is another configuration" in slow.stdout
+    other = yaml.safe_load((workdir / "slow.yaml").read_text())
+    assert "batch_size=64" in other["overrides"] and "batch_size=128" in other["confirmed_answer"]["overrides"]
+    assert other["confirmed_answer"]["speedup_vs_baseline"]["estimate"] == pytest.approx(answer.speedup)
 
 
 def test_the_rounds_run_one_at_a_time_when_trials_share_the_machine(workdir):
