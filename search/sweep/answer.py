@@ -243,6 +243,7 @@ def panel_lines(answer: Answer, baseline_params: Mapping[str, Any], idle: Idle =
     for c in answer.not_confirmed:
         runs = len(c.get("trials", [])) or 1
         measured = f"{c['search_speedup']:.2f}x in " if c.get("search_speedup") else ""
-        lines.append(f"not confirmed (hydra.sweeper.confirm_budget): {changed_text(c['params'], baseline_params, idle)}, "
-                     f"{measured}{runs} search run{'s' if runs > 1 else ''}, within noise of the search's fastest")
+        moved = changed_text(c["params"], baseline_params, idle)
+        lines.append(f"not confirmed (hydra.sweeper.confirm_budget): {moved}, {measured}{runs} search "
+                     f"run{'s' if runs > 1 else ''}, within noise of the search's fastest")
     return lines

@@ -18,8 +18,9 @@ the Optuna trial a trial reports to, the GPUs a slot gives it: how a trial is ru
 measures). Your `hydra.sweeper.constraints` are recorded too, when there are any: every trial's feasibility is
 stored as it was scored, under the rules of its sweep, so a resume under other rules would take a trial that
 breaks the new ones for one that meets them (seen: the answer `batch_size=128` at val_loss 0.05 under
-`val_loss <= 0.01`, from its run under `val_loss <= 0.08`). Values are recorded unresolved, so that an interpolation of the time or of Hydra's run directory
-does not differ between two runs of one command (one of an environment variable is not followed either). A
+`val_loss <= 0.01`, from its run under `val_loss <= 0.08`). Values are recorded unresolved, so that an
+interpolation of the time or of Hydra's run directory does not differ between two runs of one command (one
+of an environment variable is not followed either). A
 user's model, data, loss or function named by `_target_` or `callable` is recorded with a digest of its
 module's source file (not of the modules that file imports), when that file lies outside the installed
 packages and the standard library (those change with their versions: the fingerprint's warning).

@@ -130,12 +130,15 @@ def enqueue_deferred(study: optuna.Study, room: int) -> list[tuple[str, dict[str
     return left[:max(0, room)]
 
 
-def start_line(design: list[tuple[str, dict[str, Any]]], room: int, n_trials: int) -> str:
+def start_line(design: list[tuple[str, dict[str, Any]]], room: int, n_trials: int, nightly: bool = False) -> str:
     """What the sweep says of its start; `room`: the trials n_trials leaves after the baseline's runs (the
-    moves past it are kept on the study, and run first in its next sweep: enqueue_deferred)."""
+    moves past it are kept on the study, and run first in its next sweep: enqueue_deferred). A night is a study
+    of its own: its next sweep is that night run again, never the next night."""
     moved = ", ".join(f"{knob}={params[knob]}" for knob, params in design)
     room = max(0, room)
+    when = ("only if this night is run again (each night is a new study: a larger hydra.sweeper.n_trials runs them "
+            "tonight)") if nightly else "first in this study's next sweep"
     later = (f"; {room} fit in hydra.sweeper.n_trials={n_trials} after your configuration's runs, the other "
-             f"{len(design) - room} run first in this study's next sweep") if len(design) > room else ""
+             f"{len(design) - room} run {when}") if len(design) > room else ""
     return (f"start: {len(design)} trial(s), each moving one knob from your configuration ({moved}){later}; "
             f"hydra.sweeper.start_design=sampler leaves the start to the sampler")

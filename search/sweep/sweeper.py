@@ -329,7 +329,8 @@ class SweeperImpl:
         # Other workers searching already may run the moves past this one's n_trials: all are enqueued then.
         enqueue_start(study, design, None if workers.others_searching(study, self.settings.stale_after_s) else room)
         if design:
-            print(start_line(design, room, self.settings.n_trials), flush=True)
+            nightly = bool(self.settings.nightly.get("enabled"))  # a night's next sweep is itself run again
+            print(start_line(design, room, self.settings.n_trials, nightly), flush=True)
 
     def _run_tags(self, plan: Plan) -> dict[str, str]:
         """What the sweep was, on its MLflow parent run: its objective and its fixed overrides (those every

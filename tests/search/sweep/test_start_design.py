@@ -127,6 +127,10 @@ def test_the_start_line_says_which_moves_wait_for_the_next_sweep_when_n_trials_i
     assert line.startswith(f"start: {len(design)} trial(s), each moving one knob from your configuration (")
     assert f"; 1 fit in hydra.sweeper.n_trials=3 after your configuration's runs, the other {len(design) - 1} " \
            f"run first in this study's next sweep; hydra.sweeper.start_design=sampler" in line
+    # a night is a study of its own: the next night never runs them (a user pass saw every night run the same two)
+    night = start_line(design, 1, 3, nightly=True)
+    assert "next sweep" not in night and f"the other {len(design) - 1} run only if this night is run again (each " \
+        "night is a new study: a larger hydra.sweeper.n_trials runs them tonight)" in night
 
 
 def test_a_fresh_study_starts_one_knob_at_a_time_and_a_rerun_does_not_again(workdir):
