@@ -38,7 +38,7 @@ from search.reports.choose import best, candidates, key
 from search.sweep.constraints import parse_constraints
 from search.sweep.answer import ANSWER_ATTR, Answer
 from search.sweep.staging import ACCURACY_FROM_ATTR
-from search.sweep.reproduce import OVERRIDES, job_overrides
+from search.sweep.reproduce import OVERRIDES, job_overrides, paste_line
 from search.sweep.study import APP_ATTR, OUR_APP, study_metrics
 
 
@@ -195,7 +195,7 @@ def main(argv: list[str]) -> int:
         chosen["confirmed_answer"] = {k: answer[k] for k in ("rule", "overrides", "speedup_vs_baseline")}
     out = args.out or Path(f"best-{study.study_name}.yaml")
     app = study.user_attrs.get(APP_ATTR, OUR_APP)  # studies written before it was recorded ran ours
-    spelt_out = f"{app} " + " ".join(shlex.quote(o) for o in chosen["overrides"])
+    spelt_out = f"{app} " + paste_line(chosen["overrides"])
     if app == OUR_APP:
         header = (f"# Written by `python -m search export`. Reproduce: {OUR_APP} --from {shlex.quote(str(out))}"
                   f"\n# (or {OUR_APP} <the overrides below>)\n")

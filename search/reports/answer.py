@@ -55,7 +55,7 @@ def answer_metrics(answer: Answer | None) -> dict[str, float]:
 def answer_throughputs(study: optuna.Study, answer: Answer | None) -> dict[str, float]:
     """The sweep run's absolute figures beside the ratio: the answer's and your configuration's throughput, each
     the median of its runs at your seed that ended ok (the confirmation's rounds among them), the front table's
-    figures, your configuration's `vs base`'s divisor (search/sweep/confirm.py baseline_throughput)."""
+    figures; your configuration's is the `vs base` divisor (search/sweep/confirm.py throughput_of)."""
     if answer is None:
         return {}
     out = {"answer_throughput_samples_per_s": throughput_of(study, answer.params)}

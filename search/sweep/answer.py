@@ -101,7 +101,7 @@ class Answer:
     confirm_wall_s: float = 0.0
     search_wall_s: float = 0.0
     # contenders within noise of the search's fastest that the budget left out: {"params", "overrides",
-    # "search_speedup" (their search median over confirm.baseline_throughput, the front table's `vs base`),
+    # "search_speedup" (their search median over your configuration's, confirm.throughput_of: the front table's `vs base`),
     # "trials"}; not shown to be slower than the answer, only not measured again
     not_confirmed: list[dict[str, Any]] = field(default_factory=list)
     your_maths: bool = False  # your configuration's maths, speed-only knobs moved (Contender.your_maths)

@@ -11,7 +11,7 @@ import optuna
 from optuna.trial import TrialState
 
 from search.errors import BadInput, Interrupted, exit_bad_input
-from search.reports.labels import WARNINGS, fmt
+from search.reports.labels import WARNINGS
 from search.sweep.constraints import broken_text
 from search.sweep.early_stopping import intermediate_series
 from search.sweep.failure_policy import FAILURES
@@ -40,7 +40,7 @@ def close_trial(run: SweepRun, trial: optuna.Trial, result: Any) -> str:
     series = dict(result.get("series") or {}) if isinstance(result, dict) else {}
     if plan.early_stopping == "pruner":
         series.update(intermediate_series(run.study, trial))
-    violated = broken_text(plan.constraints, scored.metrics, fmt)
+    violated = broken_text(plan.constraints, scored.metrics)
     tracking.end_trial(run.sweep, trial.number, scored.outcome, logged_metrics(scored.metrics, trial.user_attrs),
                        end_tags(scored, trial.user_attrs, violated), series)
     for warning in [scored.info[k] for k in WARNINGS if scored.info.get(k)]:

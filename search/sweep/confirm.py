@@ -183,7 +183,7 @@ def confirm(run: SweepRun, run_trials: RunTrials, base_params: dict[str, Any], s
                          if len(ranked) > 1 else "no other configuration ran to an answer at its accuracy")
     if settings.confirm_budget <= 0:
         best = contenders[0]
-        ratio = best.throughput / (baseline_throughput(study, base_params) or statistics.median(base_throughputs))
+        ratio = best.throughput / (throughput_of(study, base_params) or statistics.median(base_throughputs))
         return answer_of(best.params, Ratio(ratio, 0.0, math.inf, 0), best.val_accuracy,
                          note="not confirmed (hydra.sweeper.confirm_budget=0): one search measurement each, no interval")
 
@@ -195,8 +195,8 @@ def confirm(run: SweepRun, run_trials: RunTrials, base_params: dict[str, Any], s
 
     def not_confirmed(measured_again: set[tuple] = frozenset()) -> list[dict[str, Any]]:
         """The contenders the budget left out (the slowest), but those measured again since, with their search
-        speedup over the baseline's throughput as the front table's `vs base` has it (baseline_throughput)."""
-        base = baseline_throughput(study, base_params)
+        speedup over the baseline's throughput as the front table's `vs base` has it (throughput_of)."""
+        base = throughput_of(study, base_params)
         return [{"params": dict(c.params), "overrides": overrides_of(c.params), "trials": c.trials,
                  "search_speedup": c.throughput / base if base else None}
                 for c in within[len(contenders):] if key(c.params) not in measured_again]
@@ -296,7 +296,7 @@ def confirm(run: SweepRun, run_trials: RunTrials, base_params: dict[str, Any], s
                 return answer
     else:
         note = f"no configuration was faster beyond noise (the fastest contender: {best[1].text()})"
-        base = baseline_throughput(study, base_params)
+        base = throughput_of(study, base_params)
         following = _next_in_line(ranked, tried | {key(base_params)}, base, noise, best[1])
         if following is not None:
             say(f"confirming next: {moved(following.params)}, "
@@ -345,27 +345,27 @@ def _next_in_line(ranked: list[Contender], tried: set[tuple], base_throughput: f
                  and c.throughput / base_throughput > max(1.0 + noise, fastest.estimate)), None)
 
 
-def baseline_throughput(study: optuna.Study, base_params: Mapping[str, Any]) -> float | None:
-    """The baseline's throughput wherever a speedup divides by it outside the paired rounds (a contender left
-    out by the budget, the next in line, confirm_budget=0), the same figure as the front table's `vs base`
-    (search/reports/tables.py baseline_value): the median of your configuration's runs at your seed that ended ok,
-    the confirmation's rounds among them. Every other configuration's figure is the median of its runs at that
-    seed, so the baseline's is too; the rounds, measured beside the contenders, are most of its runs, and its run
-    at the next seed trains another draw of the same data order, not the one the others are compared at."""
-    return throughput_of(study, base_params)
-
-
 def throughput_of(study: optuna.Study, params: Mapping[str, Any]) -> float | None:
-    """A configuration's throughput: the median of its runs at the study's seed that ended ok (the front table's)."""
-    found = next((c for c in candidates(study.get_trials(deepcopy=False)) if key(c.params) == key(params)), None)
+    """A configuration's throughput: the median of its runs at the study's seed that ended ok, the confirmation's
+    rounds among them (the front table's figure). Your configuration's is what a speedup divides by outside the
+    paired rounds (a contender left out by the budget, the next in line, confirm_budget=0), the front table's `vs
+    base` divisor (search/reports/tables.py baseline_value): every other configuration's figure is the median of
+    its runs at that seed, so the baseline's is too; the rounds, measured beside the contenders, are most of its
+    runs, and its run at the next seed trains another draw of the same data order, not the one the others are
+    compared at."""
+    found = _candidate(study, params)
     return found.metrics.get(THROUGHPUT) if found is not None else None
 
 
 def runs_of(study: optuna.Study, params: Mapping[str, Any]) -> list[int]:
     """The trials of a configuration at the study's seed that ended ok: its search runs, the confirmation's rounds,
     nightly's top-ups."""
-    found = next((c for c in candidates(study.get_trials(deepcopy=False)) if key(c.params) == key(params)), None)
+    found = _candidate(study, params)
     return [t.number for t in found.trials] if found is not None else []
+
+
+def _candidate(study: optuna.Study, params: Mapping[str, Any]) -> Candidate | None:
+    return next((c for c in candidates(study.get_trials(deepcopy=False)) if key(c.params) == key(params)), None)
 
 
 def _rounds(study: optuna.Study, run_trials: RunTrials, configs: list[Mapping[str, Any]], round_trial_s: float,

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from search.errors import BadInput
+from search.reports.labels import fmt
 
 _RULE = re.compile(r"^\s*(?P<metric>[A-Za-z_][\w.]*)\s*(?P<op>>=|<=)\s*(?P<bound>[-+0-9.eE]+)\s*$")
 MISSING_METRIC_VIOLATION = 1.0
@@ -35,8 +36,9 @@ class Constraint:
         return f"{self.metric} {self.op} {self.bound:g}"
 
 
-def broken_text(rules: Sequence[Constraint], metrics: Mapping[str, Any], fmt: Any = "{:.4g}".format) -> str:
-    """The rules `metrics` break, each with the value got ("val_accuracy >= 0.93 (got 0.8329)"); '' when none."""
+def broken_text(rules: Sequence[Constraint], metrics: Mapping[str, Any]) -> str:
+    """The rules `metrics` break, each with the value got as the terminal shows figures ("val_accuracy >= 0.93
+    (got 0.8329)"): a trial's line and MLflow tags, the answer's baseline_breaks; '' when none."""
     return ", ".join(f"{r} (got {fmt(metrics[r.metric]) if r.metric in metrics else 'none'})"
                      for r in rules if r.violation(metrics) > 0)
 

@@ -26,7 +26,12 @@ SWEEP_INSTRUCTIONS = ("train.stop_below_samples_per_s", "train.throughput_only",
 def configuration_overrides(launched: Iterable[str]) -> list[str]:
     """The launch overrides less the sweeper's own settings (`hydra.*` but the search path) and its
     instructions to the trial."""
-    return [line for line in launched if _configures(line.lstrip("+~").partition("=")[0])]
+    return [line for line in launched if _configures(override_key(line))]
+
+
+def override_key(line: str) -> str:
+    """`+loader.num_workers=2` -> `loader.num_workers`."""
+    return line.lstrip("+~").partition("=")[0]
 
 
 def _configures(key: str) -> bool:

@@ -49,8 +49,9 @@ def say_without_effect(parsed: Any, overrides: list[str]) -> None:
     """`python -m search run`: one line for the keys you set that this configuration's other values leave
     without effect (`loader.persistent_workers=true` beside `loader.num_workers=0`): it runs as without them."""
     from objectives.knobs import unused_keys
+    from search.sweep.reproduce import override_key
 
-    set_here = {line.lstrip("+~").partition("=")[0]: line for line in overrides}
+    set_here = {override_key(line): line for line in overrides}
     idle = [set_here[k] for k in sorted(unused_keys(parsed)) if k in set_here]
     if idle:
         print(f"note: {', '.join(idle)}: without effect beside this configuration's other values (loader workers' "

@@ -6,7 +6,6 @@ import shlex
 
 import optuna
 
-from search.reports.labels import fmt
 from search.sweep.closing import end_tags, run_name
 from search.sweep.constraints import broken_text, parse_constraints
 from search.sweep.outcome import score, tell
@@ -23,7 +22,7 @@ def tags_of(result: dict) -> dict[str, str]:
     trial = study.ask({"x": optuna.distributions.FloatDistribution(0, 1)})
     scored = score(result, METRICS, 2, RULES)
     tell(study, trial, scored, ["maximize", "maximize"])
-    return end_tags(scored, trial.user_attrs, broken_text(RULES, scored.metrics, fmt))
+    return end_tags(scored, trial.user_attrs, broken_text(RULES, scored.metrics))
 
 
 def test_a_trial_breaking_a_rule_says_so_in_its_own_tags_not_only_inside_the_constraints() -> None:
