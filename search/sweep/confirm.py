@@ -41,7 +41,11 @@ interleaved, and the answer is trained again at a second seed.
 
 The budget is `hydra.sweeper.confirm_budget` (0.15) of the search's wall time:
 fewer contenders first, then the minimum of 3 rounds and one check, said in a
-line when that minimum is over the budget.
+line when that minimum is over the budget. Each configuration's run in a round
+costs what its own trials took (`run_cost_s`: its timed-only runs, else its
+full runs less their evaluation and the steps a timed-only run leaves out),
+the check what the contender's full runs took: a study-wide median let one
+configuration's compile stand for every run.
 """
 from __future__ import annotations
 
@@ -53,6 +57,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 import optuna
 from optuna.trial import TrialState
 
+from objectives.timing import throughput_only_steps
 from search.reports.choose import Candidate, candidates, key
 from search.sweep.answer import (ACCURACY, MEMORY_METRICS, THROUGHPUT, Answer, Contender, Idle, Ratio, changed_text,
                                  eligible, no_idle, paired, pick, spread, within_noise)
@@ -84,14 +89,48 @@ def _wall_s(t: optuna.trial.FrozenTrial) -> float:
     return float(t.user_attrs.get("metrics", {}).get("trial_wall_s", 0.0))
 
 
+def _done(study: optuna.Study, throughput_only: bool,
+          params: Mapping[str, Any] | None = None) -> list[optuna.trial.FrozenTrial]:
+    """The trials of that kind (timed-only or full) that ended ok with a wall time; of `params` only when given."""
+    return [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+            if (ACCURACY_FROM_ATTR in t.user_attrs) == throughput_only and t.user_attrs.get("outcome") == "ok"
+            and _wall_s(t) > 0 and (params is None or key(t.params) == key(params))]
+
+
 def _cost_s(study: optuna.Study, throughput_only: bool) -> float:
     """A confirmation trial's expected wall time: the median of this study's trials of that kind."""
-    done = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-            if (ACCURACY_FROM_ATTR in t.user_attrs) == throughput_only and t.user_attrs.get("outcome") == "ok"
-            and _wall_s(t) > 0]
+    done = _done(study, throughput_only)
     if not done and throughput_only:
         return _cost_s(study, False)
     return statistics.median(_wall_s(t) for t in done) if done else 0.0
+
+
+def _timed_only_of_full_s(t: optuna.trial.FrozenTrial, train: Any) -> float | None:
+    """What a full trial's run would have cost timed only: its wall less its evaluations and the training of the
+    steps past `throughput_only_steps` (objectives/timing.py), at its timed step time; None without the figures."""
+    m = t.user_attrs.get("metrics", {})
+    steps = int(m.get("steps", 0))
+    if train is None or steps <= 0:
+        return None
+    step_s = m["step_time_p50_ms"] / 1000 if "step_time_p50_ms" in m else m.get("train_wall_s", 0.0) / steps
+    skipped_s = (m.get("eval_wall_s", 0.0) + m.get("early_stop_eval_wall_s", 0.0)
+                 + (steps - throughput_only_steps(train, steps)) * step_s)
+    return _wall_s(t) - skipped_s if _wall_s(t) > skipped_s else None
+
+
+def run_cost_s(study: optuna.Study, params: Mapping[str, Any], throughput_only: bool, train: Any = None) -> float:
+    """One confirmation run of `params`, from its own trials: the runs of other configurations cost otherwise (a
+    shortened GPU sweep estimated 323 s from the one timed-only trial of the search, a torch.compile of
+    gpt2-small, for a confirmation of two eager configurations that took 96 s). Timed only: the median of its
+    timed-only trials, else of its full ones less what a timed-only run skips (`train`: the trials' train config,
+    train.probe_steps and the windows; None: not derived); full: the median of its full trials; else the
+    study's median of that kind (_cost_s)."""
+    timed = [_wall_s(t) for t in _done(study, True, params)] if throughput_only else []
+    full = _done(study, False, params)
+    if throughput_only and not timed:
+        timed = [s for s in (_timed_only_of_full_s(t, train) for t in full) if s is not None]
+    walls = timed if throughput_only else [_wall_s(t) for t in full]
+    return statistics.median(walls) if walls else _cost_s(study, throughput_only)
 
 
 def _round_throughputs(study: optuna.Study, params: Mapping[str, Any], first_trial: int) -> dict[int, float]:
@@ -118,9 +157,11 @@ def _rounds_run(study: optuna.Study, first_trial: int) -> list[int]:
 
 def confirm(run: SweepRun, run_trials: RunTrials, base_params: dict[str, Any], seed: int | None,
             overrides_of: Callable[[Mapping[str, Any]], list[str]], say: Callable[[str], None],
-            idle: Idle = no_idle) -> Answer | None:
+            idle: Idle = no_idle, train: Any = None) -> Answer | None:
     """Measure, pick and check the answer; None (with a line said) when there is nothing to state. `idle`: the keys
-    a configuration's other values leave without effect, left out of the lines that name it (changed_text)."""
+    a configuration's other values leave without effect, left out of the lines that name it (changed_text).
+    `train`: the trials' train config, for the cost of a timed-only run of a configuration that only trained in
+    full (run_cost_s)."""
     settings, study = run.settings, run.study
     search_wall_s = time.monotonic() - run.started_s
     first_trial = len(study.trials)  # the confirmation's trials are those from here on
@@ -188,10 +229,13 @@ def confirm(run: SweepRun, run_trials: RunTrials, base_params: dict[str, Any], s
                          note="not confirmed (hydra.sweeper.confirm_budget=0): one search measurement each, no interval")
 
     budget_s = settings.confirm_budget * search_wall_s
-    round_trial_s, check_s = _cost_s(study, run.staging), _cost_s(study, False)
     within = contenders
     found = len(within)
-    contenders = within_budget(within, round_trial_s, check_s, budget_s)
+    base_run_s = run_cost_s(study, base_params, run.staging, train)  # a round's run of each, from its own trials
+    run_s = [run_cost_s(study, c.params, run.staging, train) for c in within]
+    check_s = [run_cost_s(study, c.params, False) for c in within]
+    contenders = within_budget(within, base_run_s, run_s, check_s, budget_s)
+    run_s, check_s = run_s[:len(contenders)], check_s[:len(contenders)]
 
     def not_confirmed(measured_again: set[tuple] = frozenset()) -> list[dict[str, Any]]:
         """The contenders the budget left out (the slowest), but those measured again since, with their search
@@ -207,7 +251,7 @@ def confirm(run: SweepRun, run_trials: RunTrials, base_params: dict[str, Any], s
                 f"hydra.sweeper.confirm_budget)") if found > len(contenders) else ""
     say(f"confirming: your configuration and {len(contenders)} contender(s) within noise of the fastest, "
         f"re-measured in interleaved rounds (budget {budget_s:.0f} s, {settings.confirm_budget:.0%} of the "
-        f"search){left_out}{over_budget_note(len(contenders), round_trial_s, check_s, budget_s)}")
+        f"search){left_out}{over_budget_note(base_run_s, run_s, check_s, budget_s)}")
 
     def measured() -> list[tuple[Contender, Ratio, dict[int, float]]]:
         """Each contender with its paired speedup over the rounds so far and its throughput by round number."""
@@ -220,10 +264,11 @@ def confirm(run: SweepRun, run_trials: RunTrials, base_params: dict[str, Any], s
                 out.append((c, ratio, by_round))
         return out
 
-    rounds = _rounds(study, run_trials, configs, round_trial_s,
-                     lambda spent, per_round: spent + per_round + check_s > budget_s)
+    round_s = base_run_s + sum(run_s)
+    rounds = _rounds(study, run_trials, configs, round_s,
+                     lambda spent, per_round: spent + per_round + max(check_s) > budget_s)
     undecided_rounds = settings.confirm_undecided_rounds
-    _more_if_undecided(study, run_trials, configs, round_trial_s, rounds, undecided_rounds, say,
+    _more_if_undecided(study, run_trials, configs, round_s, rounds, undecided_rounds, say,
                        lambda: max((ratio for _, ratio, _ in measured()), key=lambda r: r.estimate, default=None))
     confirmed = measured()
     if not confirmed and base_breaks:
@@ -256,9 +301,10 @@ def confirm(run: SweepRun, run_trials: RunTrials, base_params: dict[str, Any], s
         numbered on from the confirmation's last round."""
         first, pair = len(study.trials), [base_params, params]
         number_from = max(_rounds_run(study, first_trial), default=0) + 1
-        rounds = _rounds(study, run_trials, pair, round_trial_s, lambda spent, per_round: True,
+        pair_round_s = base_run_s + run_cost_s(study, params, run.staging, train)
+        rounds = _rounds(study, run_trials, pair, pair_round_s, lambda spent, per_round: True,
                          number_from=number_from)
-        _more_if_undecided(study, run_trials, pair, round_trial_s, rounds, undecided_rounds, say,
+        _more_if_undecided(study, run_trials, pair, pair_round_s, rounds, undecided_rounds, say,
                            lambda: Ratio.of(*_paired(study, base_params, params, first)), number_from)
         ratio = Ratio.of(*_paired(study, base_params, params, first))
         return ratio if ratio is not None and ratio.rounds >= 2 else None
@@ -368,11 +414,12 @@ def _candidate(study: optuna.Study, params: Mapping[str, Any]) -> Candidate | No
     return next((c for c in candidates(study.get_trials(deepcopy=False)) if key(c.params) == key(params)), None)
 
 
-def _rounds(study: optuna.Study, run_trials: RunTrials, configs: list[Mapping[str, Any]], round_trial_s: float,
+def _rounds(study: optuna.Study, run_trials: RunTrials, configs: list[Mapping[str, Any]], round_s: float,
             over_budget: Callable[[float, float], bool], first_round: int = 0, least: int = MIN_ROUNDS,
             number_from: int = 1) -> int:
     """Interleaved rounds of `configs`, from the block's `first_round` (0-based): at least `least`, then more
-    while `over_budget(seconds spent, seconds per round)` says no, up to MAX_ROUNDS in the block; returns the
+    while `over_budget(seconds spent, seconds per round)` says no (per round: `round_s`, the estimate, until a
+    round ran, then the rounds' measured mean), up to MAX_ROUNDS in the block; returns the
     number of rounds in the block. Each is stored as `search.confirm_round` = number_from + its place in the
     block: one confirmation numbers its rounds 1, 2, ... once (the rounds of a next in line or one instead go
     on from the last), as the terminal says them; the order is reversed every other round of the block."""
@@ -380,7 +427,7 @@ def _rounds(study: optuna.Study, run_trials: RunTrials, configs: list[Mapping[st
     while rounds < MAX_ROUNDS:
         done = rounds - first_round
         spent = time.monotonic() - start
-        per_round = spent / done if done else len(configs) * round_trial_s
+        per_round = spent / done if done else round_s
         if done >= least and over_budget(spent, per_round):
             break
         for params in (configs if rounds % 2 == 0 else configs[::-1]):
@@ -391,7 +438,7 @@ def _rounds(study: optuna.Study, run_trials: RunTrials, configs: list[Mapping[st
 
 
 def _more_if_undecided(study: optuna.Study, run_trials: RunTrials, configs: list[Mapping[str, Any]],
-                       round_trial_s: float, rounds: int, undecided_rounds: int, say: Callable[[str], None],
+                       round_s: float, rounds: int, undecided_rounds: int, say: Callable[[str], None],
                        fastest: Callable[[], Ratio | None], number_from: int = 1) -> None:
     """`undecided_rounds` (hydra.sweeper.confirm_undecided_rounds) more rounds, once, over the budget, when the
     fastest contender's speedup (``fastest()``, over the `rounds` run) is above 1 by its estimate and its
@@ -405,7 +452,7 @@ def _more_if_undecided(study: optuna.Study, run_trials: RunTrials, configs: list
         return
     say(f"undecided after {rounds} rounds (the fastest contender: {ratio.text()}): {more} more round(s), over the "
         f"budget, before the answer is read")
-    _rounds(study, run_trials, configs, round_trial_s, lambda spent, per_round: True, first_round=rounds, least=more,
+    _rounds(study, run_trials, configs, round_s, lambda spent, per_round: True, first_round=rounds, least=more,
             number_from=number_from)
 
 
@@ -416,14 +463,16 @@ def check_text(check: Mapping[str, Any]) -> str:
             f"{check['val_accuracy']:.4f} vs {check['baseline_val_accuracy']:.4f})")
 
 
-def minimum_s(contenders: int, round_trial_s: float, check_s: float) -> float:
-    """The least a confirmation costs: 3 rounds of the contenders and the baseline, and one check."""
-    return MIN_ROUNDS * (contenders + 1) * round_trial_s + check_s
+def minimum_s(base_run_s: float, run_s: list[float], check_s: list[float]) -> float:
+    """The least a confirmation costs: 3 rounds, each the baseline's run (`base_run_s`) and each contender's
+    (`run_s`), and one check, the dearest of the contenders' (`check_s`): which one is checked is read after the
+    rounds."""
+    return MIN_ROUNDS * (base_run_s + sum(run_s)) + max(check_s, default=0.0)
 
 
-def over_budget_note(contenders: int, round_trial_s: float, check_s: float, budget_s: float) -> str:
+def over_budget_note(base_run_s: float, run_s: list[float], check_s: list[float], budget_s: float) -> str:
     """'' when the minimum confirmation fits the budget; else what it will take, why, and the way out."""
-    least = minimum_s(contenders, round_trial_s, check_s)
+    least = minimum_s(base_run_s, run_s, check_s)
     if least <= budget_s:
         return ""
     return (f"; its minimum, {MIN_ROUNDS} rounds and one check, takes ~{least:.0f} s, over the budget (each run's "
@@ -431,14 +480,15 @@ def over_budget_note(contenders: int, round_trial_s: float, check_s: float, budg
             f"hydra.sweeper.confirm_budget=0 skips it)")
 
 
-def within_budget(contenders: list[Contender], round_trial_s: float, check_s: float,
+def within_budget(contenders: list[Contender], base_run_s: float, run_s: list[float], check_s: list[float],
                   budget_s: float) -> list[Contender]:
     """The contenders (fastest first) whose minimum confirmation fits the budget: 3 rounds of them and the
-    baseline, and one check; the slowest left out first, the fastest kept even over the budget."""
-    kept = list(contenders)
-    while len(kept) > 1 and minimum_s(len(kept), round_trial_s, check_s) > budget_s:
-        kept = kept[:-1]
-    return kept
+    baseline, and one check (`run_s`, `check_s`: each contender's, in its place); the slowest left out first,
+    the fastest kept even over the budget."""
+    kept = len(contenders)
+    while kept > 1 and minimum_s(base_run_s, run_s[:kept], check_s[:kept]) > budget_s:
+        kept -= 1
+    return contenders[:kept]
 
 
 def _seed_check(run: SweepRun, run_trials: RunTrials, params: Mapping[str, Any], base_params: Mapping[str, Any],

@@ -220,7 +220,8 @@ class SweeperImpl:
         aside = set_aside_waiting(run.study)  # proposals the search did not reach: not run as its rounds
         try:
             answer = confirm(run, run_more, params, seed, lambda p: overrides_for(plan.space.fixed_overrides, p),
-                             self._say(run), plan.space.unused or no_idle)
+                             self._say(run), plan.space.unused or no_idle,
+                             OmegaConf.select(run.jobs.config, "train"))
         finally:
             put_back(run.study, aside)
         if answer is not None:

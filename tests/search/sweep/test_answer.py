@@ -95,9 +95,13 @@ def test_the_budget_leaves_out_the_slowest_contenders_and_keeps_the_fastest():
 
     three = [Contender({"b": b}, t, 0.97) for b, t in ((1, 300.0), (2, 290.0), (3, 280.0))]
     # 3 rounds of the baseline and k contenders at 1 s a trial, plus a 4 s check
-    assert [c.params for c in within_budget(three, 1.0, 4.0, 16.0)] == [{"b": 1}, {"b": 2}, {"b": 3}]
-    assert [c.params for c in within_budget(three, 1.0, 4.0, 11.0)] == [{"b": 1}]
-    assert [c.params for c in within_budget(three, 1.0, 4.0, 1.0)] == [{"b": 1}]  # the least it runs
+    runs, checks = [1.0, 1.0, 1.0], [4.0, 4.0, 4.0]
+    assert [c.params for c in within_budget(three, 1.0, runs, checks, 16.0)] == [{"b": 1}, {"b": 2}, {"b": 3}]
+    assert [c.params for c in within_budget(three, 1.0, runs, checks, 11.0)] == [{"b": 1}]
+    assert [c.params for c in within_budget(three, 1.0, runs, checks, 1.0)] == [{"b": 1}]  # the least it runs
+    # each at its own cost: the third's runs are dear (a compile) and its check too; the first two fit
+    assert [c.params for c in within_budget(three, 1.0, [1.0, 1.0, 9.0], [4.0, 4.0, 30.0], 16.0)] == [
+        {"b": 1}, {"b": 2}]
 
 
 def test_a_minimum_over_the_budget_is_said_with_its_cost_and_the_way_out():
@@ -105,10 +109,102 @@ def test_a_minimum_over_the_budget_is_said_with_its_cost_and_the_way_out():
     3 rounds of 2 runs at ~10 s each (start-up and model build included) and a 12 s check."""
     from search.sweep.confirm import over_budget_note
 
-    assert over_budget_note(1, 1.0, 4.0, 16.0) == ""  # 3 x 2 x 1 + 4 = 10 s fits
-    note = over_budget_note(1, 10.0, 12.0, 14.0)
+    assert over_budget_note(1.0, [1.0], [4.0], 16.0) == ""  # 3 x 2 x 1 + 4 = 10 s fits
+    note = over_budget_note(10.0, [10.0], [12.0], 14.0)
     assert note.startswith("; its minimum, 3 rounds and one check, takes ~72 s, over the budget")
     assert "hydra.sweeper.confirm_budget=0 skips it" in note
+
+
+def _costed_study(search_s: float) -> tuple:
+    """A real study after a search, its trials timed as the sweep writes them (launched and ended, their own
+    metrics): your configuration (fp32) trained in full twice, 20 s and 22 s; fp16 in full (16 s) and timed only
+    once since (6 s); bf16 in full only (18 s); torch.compile of fp32 timed only, 100 s (its compile), too slow to
+    contend. Every full run trains 64 steps, 2 s of them evaluating; a timed-only run trains the warm-up (4) and
+    4 windows of 5 (train.probe_steps=20), 24 steps. With `search_s` of search before the confirmation."""
+    import types
+
+    from search.sweep.sweep_settings import SweepSettings
+
+    study = optuna.create_study(directions=["maximize", "maximize"])
+    dists = {"precision": CategoricalDistribution(["fp32", "fp16", "bf16"]),
+             "parallel.compile": CategoricalDistribution(["none", "default"])}
+    clock = [1.7e9]
+
+    def add(precision: str, compile_: str, throughput: float, wall_s: float, step_ms: float, attrs: dict,
+            steps: int = 64) -> None:
+        metrics = {"throughput_samples_per_s": throughput, "val_accuracy": 0.9, "steps": float(steps),
+                   "step_time_p50_ms": step_ms, "train_wall_s": steps * step_ms / 1000}
+        if ACCURACY_FROM_ATTR not in attrs:
+            metrics["eval_wall_s"] = 2.0
+        study.add_trial(optuna.trial.create_trial(
+            params={"precision": precision, "parallel.compile": compile_}, distributions=dists,
+            values=[throughput, 0.9], user_attrs={**attrs, "outcome": "ok", "metrics": metrics,
+                                                  "search.launched_unix_s": clock[0],
+                                                  "search.ended_unix_s": clock[0] + wall_s}))
+        clock[0] += wall_s
+
+    add("fp32", "none", 1000.0, 20.0, 200.0, {ROLE_ATTR: "baseline"})  # 20 - 2 - 40 x 0.2 = 10 s timed only
+    add("fp32", "none", 1000.0, 22.0, 200.0, {ROLE_ATTR: "baseline", SEED_ATTR: 1})  # 12 s
+    add("fp16", "none", 1500.0, 16.0, 130.0, {})
+    add("fp32", "default", 1100.0, 100.0, 180.0, {ACCURACY_FROM_ATTR: 0}, steps=24)  # the compile
+    add("bf16", "none", 1400.0, 18.0, 150.0, {})  # 18 - 2 - 40 x 0.15 = 10 s timed only
+    add("fp16", "none", 1500.0, 6.0, 130.0, {ACCURACY_FROM_ATTR: 2}, steps=24)
+    run = types.SimpleNamespace(settings=SweepSettings(confirm_budget=0.15, confirm_candidates=3), study=study,
+                                started_s=time.monotonic() - search_s, staging=True)
+    return study, dists, run
+
+
+TRAIN = OmegaConf.create({"probe_steps": 20, "warmup_steps": 4, "window_steps": 5})
+
+
+def test_a_confirmation_run_costs_what_that_configurations_own_trials_took():
+    """A shortened GPU sweep (H200, gpt2-small) said the confirmation's minimum took ~323 s and it took 96 s: the
+    one timed-only trial of its search was `parallel.compile=default`, its torch.compile in its wall, and that
+    was every configuration's timed-only cost. Each configuration's own trials now: its timed-only runs, else its
+    full runs less their evaluation and the steps a timed-only run does not train; its check, its full runs."""
+    from search.sweep.confirm import _cost_s, minimum_s, run_cost_s
+
+    study, _, _ = _costed_study(0.0)
+    base, fp16, bf16 = ({"precision": p, "parallel.compile": "none"} for p in ("fp32", "fp16", "bf16"))
+    assert _cost_s(study, True) == 53.0  # the study's median timed-only run: the compile's 100 s and fp16's 6 s
+    assert run_cost_s(study, base, True, TRAIN) == pytest.approx(11.0)  # its full runs' 10 s and 12 s
+    assert run_cost_s(study, fp16, True, TRAIN) == 6.0  # its own timed-only run
+    assert run_cost_s(study, bf16, True, TRAIN) == pytest.approx(10.0)  # only a full run: 18 s less 8 s skipped
+    assert run_cost_s(study, bf16, False) == 18.0
+    assert run_cost_s(study, {"precision": "fp32", "parallel.compile": "default"}, True, TRAIN) == 100.0
+    assert run_cost_s(study, fp16, False) == 16.0  # its check: its full run
+    assert run_cost_s(study, base, False) == 21.0
+    # without the train config a full run's share is not derived: the study's median, as before
+    assert run_cost_s(study, bf16, True) == 53.0
+    assert run_cost_s(study, {"precision": "bf16", "parallel.compile": "default"}, False) == 19.0  # no trial
+    assert minimum_s(11.0, [6.0, 10.0], [16.0, 18.0]) == pytest.approx(3 * 27.0 + 18.0)
+
+
+@pytest.mark.parametrize("search_s, kept, note", [(700.0, 2, ""), (200.0, 1, "takes ~67 s")])
+def test_the_confirming_line_costs_each_configuration_from_its_own_trials(search_s, kept, note):
+    """From the whole confirmation: 700 s of search (a 105 s budget) hold both contenders, 3 rounds of 11 + 6
+    + 10 s and bf16's 18 s check (99 s; at the study's medians, 53 s a timed-only run, 3 x 3 x 53 + 19 = 496 s,
+    fp16 alone); 200 s (30 s) hold fp16 alone, 3 x (11 + 6) + 16 = 67 s, said over the budget."""
+    from search.sweep.confirm import confirm, overrides_for
+
+    study, dists, run = _costed_study(search_s)
+    pace = {"fp32": 1000.0, "fp16": 1500.0, "bf16": 1400.0}
+
+    def run_trials(n: int) -> None:
+        for _ in range(n):
+            trial = study.ask(dists)
+            throughput = pace[trial.params["precision"]]
+            trial.set_user_attr("outcome", "ok")
+            trial.set_user_attr("metrics", {"throughput_samples_per_s": throughput, "val_accuracy": 0.9})
+            study.tell(trial, [throughput, 0.9])
+
+    said: list[str] = []
+    answer = confirm(run, run_trials, {"precision": "fp32", "parallel.compile": "none"}, None,
+                     lambda p: overrides_for([], p), said.append, train=TRAIN)
+    [line] = [s for s in said if s.startswith("confirming:")]
+    assert f"your configuration and {kept} contender(s)" in line, line
+    assert (note in line) if note else "over the budget" not in line, line
+    assert answer is not None and answer.params["precision"] == "fp16", answer
 
 
 def test_the_panel_says_speedup_interval_and_both_accuracies():
