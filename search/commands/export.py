@@ -104,8 +104,11 @@ def from_answer(study: optuna.Study) -> dict | None:
     if chosen is None:
         return None
     same = chosen.trials
-    what = "your own configuration (nothing was faster beyond noise)" if answer.is_baseline else (
-        f"{answer.speedup:.2f}x the baseline (95% CI {answer.ci_low:.2f}-{answer.ci_high:.2f})")
+    if answer.is_baseline:  # without rounds nothing came close enough to be measured again: its note says why
+        why = "nothing was faster beyond noise" if answer.rounds_run() else answer.note
+        what = f"your own configuration ({why})" if why else "your own configuration"
+    else:
+        what = f"{answer.speedup:.2f}x the baseline (95% CI {answer.ci_low:.2f}-{answer.ci_high:.2f})"
     return {
         "study": study.study_name,
         "rule": f"the sweep's confirmed answer: {what}, " + (

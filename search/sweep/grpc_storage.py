@@ -57,7 +57,8 @@ def main(argv: list[str]) -> int:
 
     parser = argparse.ArgumentParser(prog="python -m search.sweep.grpc_storage", description=main.__doc__)
     parser.add_argument("storage", help="the study storage to serve, e.g. postgresql://user:pw@db/search")
-    parser.add_argument("--host", default="0.0.0.0", help="address to listen on")
+    parser.add_argument("--host", default="127.0.0.1",
+                        help="address to listen on (insecure gRPC: a private network's address, never a public one)")
     parser.add_argument("--port", type=int, default=DEFAULT_PORT)
     args = parser.parse_args(argv)
     storage = optuna.storages.get_storage(args.storage)  # cached: the point of the proxy

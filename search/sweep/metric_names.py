@@ -68,7 +68,8 @@ def check_declared(named: Mapping[str, str], declared: Iterable[str] | None, wor
     for name, setting in named.items():
         if name not in reported:
             near = difflib.get_close_matches(name, sorted(reported), n=1)
-            fix = f"name {near[0]!r}, the closest reported metric" if near else f"e.g. {setting}={_example(setting)}"
+            fix = (f"name {near[0]!r}, the closest reported metric" if near
+                   else f"e.g. {setting}={_example(setting, reported)}")
             raise BadInput(f"{setting} must name metrics that objective {workload!r} reports; got {name!r}, which it "
                            f"never reports; it reports {_listing(reported)}; fix: {fix}")
     return []
@@ -138,6 +139,10 @@ def _listing(reported: frozenset[str]) -> str:
     return ", ".join(plain) + ", and on an NVIDIA GPU gpu_* and energy_j* (docs/objectives.md)"
 
 
-def _example(setting: str) -> str:
-    return {"hydra.sweeper.constraints": "['val_accuracy >= 0.97']",
+def _example(setting: str, reported: frozenset[str]) -> str:
+    """A value of `setting` naming metrics the workload reports: a constraint on its accuracy when it reports one,
+    else on a loss (resnet reports no val_accuracy: the example must not be the rule just refused)."""
+    rules = (("val_accuracy", ">= 0.97"), ("val_loss", "<= 0.1"), ("train_loss_final", "<= 1.0"))
+    quality = next((f"'{m} {op}'" for m, op in rules if m in reported), "'throughput_samples_per_s >= 100'")
+    return {"hydra.sweeper.constraints": f"[{quality}]",
             "hydra.sweeper.nightly.metric": "throughput_samples_per_s"}.get(setting, "[throughput_samples_per_s]")

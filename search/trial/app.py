@@ -12,6 +12,7 @@ when nothing handed it (`python -m search run`, another launcher's process).
 """
 from __future__ import annotations
 
+import dataclasses
 import sys
 from typing import Any
 
@@ -52,11 +53,22 @@ def say_without_effect(parsed: Any, overrides: list[str]) -> None:
     from search.sweep.reproduce import override_key
 
     set_here = {override_key(line): line for line in overrides}
-    idle = [set_here[k] for k in sorted(unused_keys(parsed)) if k in set_here]
+    idle = [set_here[k] for k in sorted(unused_keys(parsed)) if k in set_here and not _is_default(parsed, k)]
     if idle:
         print(f"note: {', '.join(idle)}: without effect beside this configuration's other values (loader workers' "
               f"settings without workers); the trial runs as without {'them' if len(idle) > 1 else 'it'}",
               file=sys.stderr, flush=True)
+
+
+def _is_default(parsed: Any, key: str) -> bool:
+    """Whether `key` (section.field) holds its section's default: export writes every knob of the space, so
+    `loader.persistent_workers=false` beside no workers is no setting of yours left without effect."""
+    section, _, name = key.partition(".")
+    config = getattr(parsed, section, None)
+    found = {f.name: f for f in dataclasses.fields(config)} if dataclasses.is_dataclass(config) else {}
+    if name not in found or found[name].default is dataclasses.MISSING:
+        return False
+    return getattr(config, name) == found[name].default
 
 
 def exit_unless_ok(result: dict) -> None:

@@ -232,8 +232,12 @@ def test_an_answer_its_confirmation_moved_off_the_front_is_shown_under_it() -> N
     assert len(rows) == 4, text  # the front's three, then the answer at the median of its four runs:
     assert re.match(r"│ +6 \* │ +2,202 │ +0.95 │ +2.16x │", rows[-1]), text
     assert "* the answer, in the last row: not on the front" in flat(text)
+    # your configuration as the answer, off the front (a pass's default sweeps: no row carried the mark)
     study.set_user_attr("search.answer", {"trials": [0], "params": USER, "is_baseline": True, "speedup": 1.0})
-    assert "* the answer" not in "\n".join(_render(front_table(study, METRICS, 200), 200))
+    lines = _render(front_table(study, METRICS, 200), 200)
+    rows = [line for line in lines if re.match(r"│ +\d", line)]
+    assert len(rows) == 4 and re.match(r"│ +0 \* │ .* │ +1.00x │", rows[-1]), "\n".join(lines)
+    assert "* the answer, in the last row: not on the front" in flat("\n".join(lines))
 
 
 def test_without_a_baseline_the_knobs_are_compared_with_the_first_complete_trial() -> None:
@@ -261,7 +265,7 @@ def test_vs_base_divides_by_the_baselines_row_with_its_rounds_not_its_other_seed
     text = "\n".join(_render(front_table(study, METRICS, 200), 200))
     assert re.search(r"│ +0 \* │ +1,500 │ +0.95 │ +1.00x │", text), text  # median(826, 1,500, 1,560)
     assert re.search(r"│ +4 │ +1,591 │ +0.94 │ +1.06x │", text), text
-    assert "the answer panel's speedup pairs the confirmation's interleaved rounds" in flat(text)
+    assert "the answer panel's speedups pair the confirmation's interleaved rounds" in flat(text)
     study.set_user_attr("search.answer", {**answer, "rounds": 0})  # no confirmation ran: no rounds to speak of
     text = "\n".join(_render(front_table(study, METRICS, 200), 200))
     assert "vs base: the row's median over your configuration's, at your seed" in flat(text)

@@ -97,3 +97,11 @@ def test_run_says_when_a_key_you_set_has_no_effect(workdir: Path) -> None:
     with_workers = run_search("run", "loader.num_workers=1", "loader.persistent_workers=true",
                               "train.budget_samples=600", cwd=workdir, timeout_s=300)
     assert with_workers.returncode == 0 and "without effect" not in with_workers.stderr, with_workers.stderr
+    # export writes every knob of the space: its default beside no workers is no setting of yours without effect
+    from objectives import parse_config
+    from search.trial.app import _is_default
+
+    defaults = parse_config({"objective": {"name": "digits"}, "loader": {"persistent_workers": False}})
+    assert _is_default(defaults, "loader.persistent_workers") and _is_default(defaults, "loader.prefetch_factor")
+    assert not _is_default(parse_config({"objective": {"name": "digits"}, "loader": {"prefetch_factor": 4}}),
+                           "loader.prefetch_factor")
