@@ -107,6 +107,9 @@ def run_hydra(command: str, rest: list[str]) -> None:
         then = "the trial was not measured" if command == "run" else "run the same command again to resume"
         print(f"search: {str(err) or 'interrupted by SIGINT (Ctrl-C)'}{also}; {then}", file=sys.stderr, flush=True)
         raise SystemExit(getattr(err, "exit_status", 130)) from None
+    # Done: the answer, the runs and the report are written. A signal in the second of exit left would only
+    # turn a finished command into a traceback and exit status 1 (a pass's SIGTERM just after the panel).
+    interrupt.ignore_from_now()
 
 
 def hydra_arguments(command: str, rest: list[str], gpu_facts: GpuFacts | None = None) -> list[str]:
