@@ -4,8 +4,11 @@ file of Hydra overrides with the hardware fingerprint it was measured on.
 By default it is the sweep's confirmed answer (search/sweep/confirm.py): the
 fastest configuration at the baseline's accuracy, with its speedup, and the
 contenders within noise of the search's fastest that the confirmation's
-budget left out. A rule
-given on the command line chooses instead. The rule is a metric to maximize or minimize and constraints on the others,
+budget left out. Without a stored answer (the sweep was stopped before its
+confirmation, or still runs), the search's fastest at the sweep's accuracy
+floor, said to be unconfirmed; a stored answer with search trials after its
+confirmation (a later sweep stopped before its own) says they were not
+confirmed. A rule given on the command line chooses instead. The rule is a metric to maximize or minimize and constraints on the others,
 e.g. the fastest with `val_accuracy >= 0.97`:
 
     python -m search export --best throughput_samples_per_s --where 'val_accuracy >= 0.97'
@@ -24,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+from dataclasses import fields
 import shlex
 import sys
 from pathlib import Path
@@ -34,9 +38,14 @@ import yaml
 from search.commands.report import add_study_arguments, open_study
 from search.errors import BadInput, exit_bad_input
 from search.measure import fingerprint
-from search.reports.choose import best, candidates, key
+from search.reports.choose import best, candidates, key, measured_ok
 from search.sweep.constraints import parse_constraints
-from search.sweep.answer import ANSWER_ATTR, Answer
+from search.sweep.answer import ACCURACY, ANSWER_ATTR, THROUGHPUT, Answer, Contender, eligible
+from search.sweep.baseline import accuracy_floor, baseline_accuracy, baseline_trials
+from search.sweep.fixed_config import CONSTRAINTS_KEY, FIXED_ATTR
+from search.sweep.roles import CONFIRMATION_ROLES, NIGHTLY_ROLE_ATTR, ROLE_ATTR
+from search.sweep.staging import maths_key
+from search.sweep.sweep_settings import SweepSettings
 from search.sweep.staging import ACCURACY_FROM_ATTR
 from search.sweep.reproduce import OVERRIDES, job_overrides, paste_line
 from search.sweep.study import APP_ATTR, OUR_APP, study_metrics
@@ -93,6 +102,70 @@ def choose(study: optuna.Study, metric: str | None, direction: str | None, where
     }
 
 
+RESUME = "fix: run the sweep again to confirm (python -m search multirun with the same overrides resumes the study)"
+
+
+def unconfirmed(study: optuna.Study) -> dict | None:
+    """For a study whose sweep has a baseline but no stored answer (its sweep was stopped before its confirmation
+    stored one, or still runs): the fastest configuration by the sweep's own rule (search/sweep/answer.py
+    `eligible`: at or above the baseline's val_accuracy minus the tolerance, or with your model's maths), not
+    re-measured, and a note that says so. None for a study without a baseline run that ended ok (a sweep with
+    baseline_repeats=0, or one that does not optimise throughput, ends with the front only: no answer to miss)."""
+    base = [t for t in baseline_trials(study) if measured_ok(t)]
+    if not base or THROUGHPUT not in study_metrics(study):
+        return None
+    tolerance = float(next(f.default for f in fields(SweepSettings) if f.name == "accuracy_tolerance"))
+    floor = accuracy_floor(study, tolerance)
+    recorded = study.user_attrs.get(FIXED_ATTR) or {}
+    guarded = floor is not None or CONSTRAINTS_KEY in recorded  # the trials met your constraints (candidates)
+    base_maths = maths_key(base[0].params)
+    found = [c for c in candidates(study.get_trials(deepcopy=False)) if THROUGHPUT in c.metrics]
+    by_key = {key(c.params): c for c in found}
+    ranked = eligible([Contender(dict(c.params), c.metrics[THROUGHPUT], c.metrics.get(ACCURACY),
+                                 your_maths=maths_key(c.params) == base_maths) for c in found], floor, guarded)
+    if floor is not None:
+        held = (f"at the sweep's floor val_accuracy >= {floor:.4f} (your configuration's "
+                f"{baseline_accuracy(study):.4f} minus the default hydra.sweeper.accuracy_tolerance {tolerance:g})")
+    elif guarded:
+        held = "within hydra.sweeper.constraints (no val_accuracy measured)"
+    else:
+        held = "with your model's maths (no val_accuracy measured, no hydra.sweeper.constraints to hold)"
+    rule = f"not confirmed: the search's fastest {held}"
+    if not ranked:
+        raise BadInput(f"the export must match a configuration at the sweep's accuracy when the study has no "
+                       f"confirmed answer; got none {held} on study {study.study_name!r}; {RESUME}")
+    chosen = by_key[key(ranked[0].params)]
+    note = (f"study {study.study_name!r} has no confirmed answer (its sweep did not finish its confirmation: "
+            f"interrupted, or still running); exported instead the search's fastest {held}, trials "
+            f"{[t.number for t in chosen.trials]}, not re-measured against your configuration; {RESUME}")
+    return {
+        "study": study.study_name,
+        "rule": f"{rule}; medians over each configuration's trials",
+        "note": note,
+        "trials": [t.number for t in chosen.trials],
+        "metrics": _figures(chosen.metrics),
+        **_accuracy_note(chosen.trials),
+        "overrides": job_overrides(max(chosen.trials, key=lambda t: t.number)),
+        "fingerprint": fingerprint.from_tags(study.user_attrs),
+    }
+
+
+def later_trials(study: optuna.Study, answer: Answer) -> tuple[int, list[optuna.trial.FrozenTrial]]:
+    """The search trials that ended ok after the stored answer's confirmation (a later sweep of the study, stopped
+    before its own confirmation, or still running): not measured against the answer. The confirmation ends with
+    the last run of the answer at the study's seed (a round) and the confirmation's and nightly's runs right after
+    it; an answer whose confirmation ran no trials (no contender, confirm_budget=0) has no such end: none then.
+    The confirmation's last trial, and those trials."""
+    trials = study.get_trials(deepcopy=False)
+    if not answer.trials or not (answer.rounds_run() or answer.seed_check):
+        return -1, []
+    end = max(answer.trials)
+    while end + 1 < len(trials) and (trials[end + 1].user_attrs.get(ROLE_ATTR) in CONFIRMATION_ROLES
+                                     or NIGHTLY_ROLE_ATTR in trials[end + 1].user_attrs):
+        end += 1
+    return end, [t for t in trials[end + 1:] if ROLE_ATTR not in t.user_attrs and measured_ok(t)]
+
+
 def from_answer(study: optuna.Study) -> dict | None:
     """The sweep's confirmed answer (search/sweep/confirm.py), or None when the study has none."""
     stored = study.user_attrs.get(ANSWER_ATTR)
@@ -131,7 +204,21 @@ def from_answer(study: optuna.Study) -> dict | None:
         "overrides": job_overrides(max(same, key=lambda t: t.number)),
         "fingerprint": fingerprint.from_tags(study.user_attrs),
         **({"not_confirmed": left_out} if (left_out := _not_confirmed(study, answer)) else {}),
+        **({"later_trials": _later_note(study, *later)} if (later := later_trials(study, answer))[1] else {}),
     }
+
+
+def _later_note(study: optuna.Study, end: int, later: list[optuna.trial.FrozenTrial]) -> dict:
+    """The trials a later sweep ran after the answer's confirmation, and the line that says the answer predates them."""
+    speeds = [t.user_attrs["metrics"][THROUGHPUT] for t in later if THROUGHPUT in t.user_attrs.get("metrics", {})]
+    fastest = f", up to {max(speeds):,.0f} samples/s," if speeds else ""
+    numbers = [t.number for t in later]
+    shown = f"trials {numbers[0]} to {numbers[-1]}" if len(numbers) > 1 else f"trial {numbers[0]}"
+    return {"trials": numbers,
+            "note": f"the confirmed answer is from an earlier sweep (its confirmation ended at trial {end}); "
+                    f"{len(later)} later trial(s) ({shown}{fastest} on study {study.study_name!r}) were not "
+                    f"confirmed (the sweep that ran them was interrupted before its confirmation, or still runs); "
+                    f"{RESUME}"}
 
 
 def _figures(metrics: dict) -> dict:
@@ -191,7 +278,8 @@ def main(argv: list[str]) -> int:
         study = open_study(args.storage, args.study_name)
         rule_given = args.best is not None or args.where
         answer = from_answer(study)
-        chosen = (None if rule_given else answer) or choose(study, args.best, args.direction, args.where)
+        chosen = (None if rule_given else answer or unconfirmed(study)) or choose(study, args.best, args.direction,
+                                                                                   args.where)
     except BadInput as err:
         exit_bad_input(err)
     if answer is not None and chosen["trials"] != answer["trials"]:  # your rule chose another than the answer
@@ -211,6 +299,10 @@ def main(argv: list[str]) -> int:
     if "confirmed_answer" in chosen:
         print(f"note: the sweep's confirmed answer is another configuration ({chosen['confirmed_answer']['rule']}); "
               f"{out} names it under confirmed_answer")
+    if chosen is not answer and not rule_given and "note" in chosen:  # no confirmed answer: what was instead
+        print(f"note: {chosen['note']}")
+    if chosen is answer and "later_trials" in chosen:
+        print(f"note: {chosen['later_trials']['note']}")
     for line in lines:
         print(line)
     return 0

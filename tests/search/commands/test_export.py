@@ -7,15 +7,20 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
+import optuna
 import pytest
 import yaml
 from conftest import REPO, pythonpath, run_search
 from mlflow.tracking import MlflowClient
 from omegaconf import OmegaConf
+from optuna.distributions import CategoricalDistribution
 from optuna.storages import JournalStorage
 from optuna.storages.journal import JournalFileBackend
 from sweep_results import load_study
 
+from search.commands.export import main as export_main
+from search.sweep.answer import ACCURACY, ANSWER_ATTR, THROUGHPUT, Answer
+from search.sweep.roles import ROLE_ATTR, ROUND_ATTR, SEED_ATTR
 from search.tracking.mlflow_runs import flatten
 
 pytestmark = pytest.mark.slow
@@ -139,3 +144,83 @@ def test_a_run_that_breaks_a_knob_rule_is_bad_input_before_anything_runs(workdir
         assert result.stderr.strip().splitlines() == [result.stderr.strip()]
         assert result.stderr.startswith(f"search: error: {start}"), result.stderr
         assert not (workdir / "refused").exists()
+
+
+def _study_with_baseline(path: Path) -> optuna.Study:
+    """A study as a sweep with a baseline writes it: your configuration's two runs (the second at the next seed),
+    then search trials."""
+    storage = JournalStorage(JournalFileBackend(str(path)))
+    study = optuna.create_study(study_name="digits", storage=storage, directions=["maximize", "maximize"])
+    study.set_metric_names([THROUGHPUT, ACCURACY])
+    _add(study, 32, 1000.0, 0.9359, {ROLE_ATTR: "baseline"})
+    _add(study, 32, 990.0, 0.9340, {ROLE_ATTR: "baseline", SEED_ATTR: 1})
+    return study
+
+
+def _add(study: optuna.Study, batch_size: int, throughput: float, accuracy: float, attrs: dict | None = None,
+         outcome: str = "ok") -> int:
+    study.add_trial(optuna.trial.create_trial(
+        params={"batch_size": batch_size}, distributions={"batch_size": CategoricalDistribution([32, 64, 128, 256])},
+        values=[throughput, accuracy],
+        user_attrs={"outcome": outcome, "metrics": {THROUGHPUT: throughput, ACCURACY: accuracy},
+                    "overrides": [f"batch_size={batch_size}"], **(attrs or {})}))
+    return len(study.trials) - 1
+
+
+def test_export_without_an_answer_keeps_the_sweeps_accuracy_floor_and_says_there_is_no_answer(tmp_path, capsys,
+                                                                                                monkeypatch):
+    # was: a sweep stopped in its second-seed check, then `export` wrote the fastest trial, its val_accuracy
+    # 0.9304 below the floor 0.9309 (0.9359 - 0.005), as "maximize throughput_samples_per_s", with no word
+    study = _study_with_baseline(tmp_path / "optuna.journal")
+    _add(study, 256, 3000.0, 0.9304)  # the fastest, below the floor
+    above = _add(study, 64, 2000.0, 0.9320)
+    _add(study, 128, 2500.0, 0.9400, {ROLE_ATTR: "seed_check", SEED_ATTR: 1})  # another seed: not a candidate
+    monkeypatch.chdir(tmp_path)
+    assert export_main(["--out", "best.yaml"]) == 0
+    out = capsys.readouterr().out
+    best = yaml.safe_load((tmp_path / "best.yaml").read_text())
+    assert best["trials"] == [above] and best["overrides"] == ["batch_size=64"]
+    assert best["rule"].startswith("not confirmed: the search's fastest at the sweep's floor val_accuracy >= 0.9309")
+    notes = [line for line in out.splitlines() if line.startswith("note: ")]
+    assert notes == [f"note: {best['note']}"]
+    assert "study 'digits' has no confirmed answer (its sweep did not finish its confirmation" in notes[0]
+    assert notes[0].endswith("fix: run the sweep again to confirm (python -m search multirun with the same "
+                             "overrides resumes the study)")
+    # a rule of the user's own is theirs: no floor added
+    assert export_main(["--out", "rule.yaml", "--best", THROUGHPUT]) == 0
+    assert yaml.safe_load((tmp_path / "rule.yaml").read_text())["trials"] == [2]
+
+
+def test_export_of_an_answer_with_later_trials_says_they_were_not_confirmed(tmp_path, capsys, monkeypatch):
+    # was: a resumed sweep found 3,612 samples/s and was stopped in its confirmation's round 2; export wrote the
+    # earlier sweep's answer (1.16x) with no word of the trials after it
+    study = _study_with_baseline(tmp_path / "optuna.journal")
+    answer_runs = [_add(study, 64, 1150.0, 0.9350)]
+    for round_number in (1, 2):
+        _add(study, 32, 1000.0, 0.9359, {ROLE_ATTR: "confirm", ROUND_ATTR: round_number})
+        answer_runs.append(_add(study, 64, 1160.0, 0.9350, {ROLE_ATTR: "confirm", ROUND_ATTR: round_number}))
+    _add(study, 64, 1150.0, 0.9330, {ROLE_ATTR: "seed_check", SEED_ATTR: 1})
+    _add(study, 32, 990.0, 0.9340, {ROLE_ATTR: "seed_check", SEED_ATTR: 1})
+    answer = Answer({"batch_size": 64}, ["batch_size=64"], False, 1.16, 1.05, 1.28, 2, 0.9350, 0.9359, 0.005,
+                    trials=answer_runs, baseline_trials=[0, 1], confirm_rounds=2)
+    study.set_user_attr(ANSWER_ATTR, answer.to_dict())
+    monkeypatch.chdir(tmp_path)
+
+    assert export_main(["--out", "best.yaml"]) == 0  # nothing after the confirmation: no note
+    assert "note:" not in capsys.readouterr().out
+    assert "later_trials" not in yaml.safe_load((tmp_path / "best.yaml").read_text())
+
+    later = [_add(study, 128, 3612.0, 0.9360), _add(study, 256, 3000.0, 0.9300)]  # the next sweep's search
+    _add(study, 256, 100.0, 0.5, outcome="failed")  # not ok: not counted
+    _add(study, 32, 1000.0, 0.9359, {ROLE_ATTR: "confirm", ROUND_ATTR: 1})  # its confirmation, stopped
+    assert export_main(["--out", "best.yaml"]) == 0
+    out = capsys.readouterr().out
+    best = yaml.safe_load((tmp_path / "best.yaml").read_text())
+    assert best["trials"] == answer_runs and best["rule"].startswith("the sweep's confirmed answer: 1.16x")
+    assert best["later_trials"]["trials"] == later
+    notes = [line for line in out.splitlines() if line.startswith("note: ")]
+    assert notes == [f"note: {best['later_trials']['note']}"]
+    assert notes[0].startswith(f"note: the confirmed answer is from an earlier sweep (its confirmation ended at "
+                               f"trial {later[0] - 1}); 2 later trial(s) (trials {later[0]} to {later[1]}, up to "
+                               f"3,612 samples/s,")
+    assert "fix: run the sweep again to confirm" in notes[0]
