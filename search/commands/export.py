@@ -27,9 +27,9 @@ from __future__ import annotations
 
 import argparse
 import difflib
-from dataclasses import fields
 import shlex
 import sys
+from dataclasses import fields
 from pathlib import Path
 
 import optuna
@@ -44,9 +44,8 @@ from search.sweep.answer import ACCURACY, ANSWER_ATTR, THROUGHPUT, Answer, Conte
 from search.sweep.baseline import accuracy_floor, baseline_accuracy, baseline_trials
 from search.sweep.fixed_config import CONSTRAINTS_KEY, FIXED_ATTR
 from search.sweep.roles import CONFIRMATION_ROLES, NIGHTLY_ROLE_ATTR, ROLE_ATTR
-from search.sweep.staging import maths_key
+from search.sweep.staging import ACCURACY_FROM_ATTR, maths_key
 from search.sweep.sweep_settings import SweepSettings
-from search.sweep.staging import ACCURACY_FROM_ATTR
 from search.sweep.reproduce import OVERRIDES, job_overrides, paste_line
 from search.sweep.study import APP_ATTR, OUR_APP, study_metrics
 
