@@ -41,7 +41,7 @@ from search.measure import fingerprint
 from search.reports.choose import best, candidates, key, measured_ok
 from search.sweep.constraints import parse_constraints
 from search.sweep.answer import ACCURACY, ANSWER_ATTR, THROUGHPUT, Answer, Contender, eligible
-from search.sweep.baseline import accuracy_floor, baseline_accuracy, baseline_trials
+from search.sweep.baseline import accuracy_floor, baseline_accuracy, baseline_trials, recorded_tolerance
 from search.sweep.fixed_config import CONSTRAINTS_KEY, FIXED_ATTR
 from search.sweep.roles import CONFIRMATION_ROLES, NIGHTLY_ROLE_ATTR, ROLE_ATTR
 from search.sweep.staging import ACCURACY_FROM_ATTR, maths_key
@@ -113,7 +113,10 @@ def unconfirmed(study: optuna.Study) -> dict | None:
     base = [t for t in baseline_trials(study) if measured_ok(t)]
     if not base or THROUGHPUT not in study_metrics(study):
         return None
-    tolerance = float(next(f.default for f in fields(SweepSettings) if f.name == "accuracy_tolerance"))
+    swept_at = recorded_tolerance(study)  # None: a study from before the sweep recorded it
+    tolerance = swept_at if swept_at is not None else \
+        float(next(f.default for f in fields(SweepSettings) if f.name == "accuracy_tolerance"))
+    whose = "the sweep's" if swept_at is not None else "the default"
     floor = accuracy_floor(study, tolerance)
     recorded = study.user_attrs.get(FIXED_ATTR) or {}
     guarded = floor is not None or CONSTRAINTS_KEY in recorded  # the trials met your constraints (candidates)
@@ -124,7 +127,8 @@ def unconfirmed(study: optuna.Study) -> dict | None:
                                  your_maths=maths_key(c.params) == base_maths) for c in found], floor, guarded)
     if floor is not None:
         held = (f"at the sweep's floor val_accuracy >= {floor:.4f} (your configuration's "
-                f"{baseline_accuracy(study):.4f} minus the default hydra.sweeper.accuracy_tolerance {tolerance:g})")
+                f"{baseline_accuracy(study):.4f} minus {whose} "
+                f"hydra.sweeper.accuracy_tolerance {tolerance:g})")
     elif guarded:
         held = "within hydra.sweeper.constraints (no val_accuracy measured)"
     else:

@@ -115,6 +115,15 @@ def baseline_accuracy(study: optuna.Study) -> float | None:
     return statistics.median(accuracies) if accuracies else None
 
 
+TOLERANCE_ATTR = "search.accuracy_tolerance"  # the last sweep's hydra.sweeper.accuracy_tolerance (export reads it)
+
+
+def recorded_tolerance(study: optuna.Study) -> float | None:
+    """The accuracy tolerance the study's last sweep searched at; None for a study from before it was recorded."""
+    value = study.user_attrs.get(TOLERANCE_ATTR)
+    return None if value is None else float(value)
+
+
 def accuracy_floor(study: optuna.Study, tolerance: float) -> float | None:
     """The accuracy the answer must reach: the baseline's minus the tolerance; None while unknown."""
     accuracy = baseline_accuracy(study)

@@ -13,7 +13,7 @@ search/sweep/start_design.py) carry no role: they are measured as proposals are.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import optuna
 from optuna.trial import TrialState
@@ -85,16 +85,18 @@ def _close_waiting(study: optuna.Study, trial: optuna.trial.FrozenTrial, reason:
     study._storage.set_trial_state_values(trial._trial_id, state=TrialState.FAIL)
 
 
-def set_aside_waiting(study: optuna.Study, keep_newest: int = 0) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+def set_aside_waiting(study: optuna.Study, keep_newest: int = 0,
+                      keep: Callable[[optuna.trial.FrozenTrial], bool] = lambda t: False,
+                      ) -> list[tuple[dict[str, Any], dict[str, Any]]]:
     """Close the trials waiting to run (proposals the search's budget did not reach: a retry, a start move
     whose place a retry took; the start moves past n_trials are not enqueued, search/sweep/start_design.py),
-    but the `keep_newest` enqueued last, and return (params, user attributes) to enqueue them again with
-    put_back(). The confirmation (and nightly's top-up) runs its own enqueued trials next, and Optuna hands
-    out waiting trials oldest first: it would run these in place of its rounds, and its last trial (the
-    second-seed check) would be left waiting, unrun."""
+    but the `keep_newest` enqueued last and those `keep` says are the caller's own, and return (params, user
+    attributes) to enqueue them again with put_back(). The confirmation (and nightly's top-up) runs its own
+    enqueued trials next, and Optuna hands out waiting trials oldest first: it would run these in place of its
+    rounds, and its last trial (the second-seed check) would be left waiting, unrun."""
     aside = []
     waiting = study.get_trials(deepcopy=False, states=(TrialState.WAITING,))
-    for t in waiting[:len(waiting) - keep_newest] if keep_newest else waiting:
+    for t in [t for t in (waiting[:len(waiting) - keep_newest] if keep_newest else waiting) if not keep(t)]:
         params = enqueued_params(study, t)
         aside.append((params, dict(t.user_attrs)))  # before _close_waiting writes its attributes
         _close_waiting(study, t, "set aside while the answer was confirmed; enqueued again after it",

@@ -37,8 +37,8 @@ from search.reports.progress import SweepProgress
 from search.reports.tables import compare_label, compare_run_ids, front_trials, print_front
 from search.sweep import workers
 from search.sweep.answer import ANSWER_ATTR, THROUGHPUT, Answer, no_idle
-from search.sweep.baseline import (as_run_here, baseline_params, baseline_trials, enqueue_baseline, fit_baseline,
-                                   not_measured)
+from search.sweep.baseline import (TOLERANCE_ATTR, as_run_here, baseline_params, baseline_trials, enqueue_baseline,
+                                   fit_baseline, not_measured)
 from search.sweep.confirm import confirm, overrides_for, runs_of
 from search.sweep.early_stopping import describe_mode
 from search.sweep.failure_policy import FailurePolicy
@@ -49,7 +49,7 @@ from search.sweep.jobs import Jobs
 from search.sweep.planning import Plan, plan_sweep
 from search.sweep.recovery import Heartbeat
 from search.sweep.reproduce import configuration_overrides, paste_line
-from search.sweep.roles import put_back, set_aside_waiting
+from search.sweep.roles import CONFIRMATION_ROLES, put_back, role, set_aside_waiting
 from search.sweep.rule_sampler import within_rules
 from search.sweep.staging import staging_applies
 from search.sweep.start_design import (deferred, enqueue_deferred, enqueue_start, one_knob_at_a_time, start_line,
@@ -144,8 +144,6 @@ class SweeperImpl:
                     # the last worker searching confirms and tops up; with neither to do, no worker waits for it
                     elect = self.baseline is not None or not isinstance(self.hooks, NoHooks)
                     answer, last = self._confirm_once(run, plan) if elect else (None, True)
-                    if last and self._top_up(run) and answer is not None:
-                        self._store(run, answer)  # its runs, the top-ups among them
             status = "FAILED" if self.failure_policy.gives_up(run.outcomes) else "FINISHED"
         except (KeyboardInterrupt, Interrupted):
             status = "KILLED"
@@ -186,7 +184,8 @@ class SweeperImpl:
         """Confirm here (with a baseline) when this is the study's last worker searching (search/sweep/workers.py):
         the answer, and whether this worker is that last one. It alone runs the hooks' top-ups (nightly's whole
         runs of tonight's result), which the others would repeat, or run for another configuration while the
-        search goes on, with or without a baseline."""
+        search goes on, with or without a baseline: still marked `confirming`, so a worker that joins meanwhile
+        waits instead of taking them."""
         say = self._say(run) if self.baseline is not None else (lambda line: None)
         workers.mark(run.study, "confirming")  # first: a worker that joins from now on waits for it
         try:
@@ -198,7 +197,10 @@ class SweeperImpl:
             if not workers.claims_confirmation(run.study, self.settings.stale_after_s):
                 say("confirmation: another worker of this study, ended at the same moment, confirms the answer")
                 return None, False
-            return (self._confirm(run, plan) if self.baseline is not None else None), True
+            answer = self._confirm(run, plan) if self.baseline is not None else None
+            if self._top_up(run) and answer is not None:
+                self._store(run, answer)  # its runs, the top-ups among them
+            return answer, True
         finally:
             workers.mark(run.study, "done")
 
@@ -213,11 +215,15 @@ class SweeperImpl:
         assert self.baseline is not None
         params, seed = self.baseline
 
+        aside = set_aside_waiting(run.study)  # proposals the search did not reach: not run as its rounds
+
         def run_more(count: int) -> None:
+            # a trial enqueued since (a killed trial's retry, by recover() here or by a worker that joined) would
+            # run in place of a round: only the confirmation's own trials wait while it runs
+            aside.extend(set_aside_waiting(run.study, keep=lambda t: role(t) in CONFIRMATION_ROLES))
             run.progress.grow(len(run.outcomes) + count)
             run_enqueued(run, count)
 
-        aside = set_aside_waiting(run.study)  # proposals the search did not reach: not run as its rounds
         try:
             answer = confirm(run, run_more, params, seed, lambda p: overrides_for(plan.space.fixed_overrides, p),
                              self._say(run), plan.space.unused or no_idle,
@@ -267,12 +273,17 @@ class SweeperImpl:
             print(line, flush=True)
         print(describe_mode(plan.early_stopping, plan.pruner, self.settings.early_stopping_margin,
                             plan.for_answer), flush=True)
+        # First: a worker about to confirm sees this one (search/sweep/workers.py); then nothing is enqueued here
+        # while another worker confirms: it would take this worker's baseline runs, retries or nightly repeats as
+        # its rounds.
+        workers.mark(study, "searching")
+        workers.wait_while_confirming(study, self.settings.stale_after_s, lambda line: print(line, flush=True))
         recover(study, self.settings)
         for line in mlflow_repair.repair(self.settings.experiment_name or plan.study_name, study):
             print(line, flush=True)  # an MLflow outage outlasted an earlier sweep
         self._fingerprint(study)
         name_metrics(study, metric_names)  # the axes' names in optuna-dashboard too
-        workers.mark(study, "searching")  # first: a worker about to confirm sees this one (search/sweep/workers.py)
+        study.set_user_attr(TOLERANCE_ATTR, self.settings.accuracy_tolerance)  # export's floor without an answer
         workers.drop_stopped_confirmation(study, self.settings.stale_after_s)
         first = workers.enqueues_baseline(study, self.settings.stale_after_s)  # the first worker enqueues
         fresh = self._enqueue_baseline(study, first)

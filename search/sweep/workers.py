@@ -17,12 +17,17 @@ when its own trials ended, however they ended.
   sees all the others done. Two that look at the same moment both claim it
   (`search.confirming_worker`); after a pause the last claim written wins.
 - **A worker that joins during the confirmation** (started late, or the next
-  of a batch of jobs) would take its rounds the same way. The worker that is
-  about to confirm marks itself `confirming` before it looks for workers
-  still searching, and every worker looks for one `confirming` before it
-  asks for a trial, so of two that meet, at least one sees the other: the
-  joiner waits until the confirmation is over, or the confirmer sees it
-  searching and leaves the confirmation to it.
+  of a batch of jobs) would take its rounds the same way, and the trials it
+  enqueues on start (the baseline's runs, nightly's repeats, a killed
+  trial's retry) would be taken by the confirmer as rounds: Optuna hands
+  out waiting trials oldest first. The worker that is about to confirm
+  marks itself `confirming` before it looks for workers still searching,
+  and every worker marks itself `searching` and then looks for one
+  `confirming` before it enqueues anything and before each trial it asks
+  for, so of two that meet, at least one sees the other: the joiner waits
+  until the confirmation is over, or the confirmer sees it searching and
+  leaves the confirmation to it. The confirmer also sets aside any waiting
+  trial that is not its own before each of its runs (search/sweep/roles.py).
 
 A worker is live while its process runs (this host) or its beat is younger
 than `hydra.sweeper.stale_after_s` (another host), as for its trials.
@@ -90,8 +95,10 @@ def drop_stopped_confirmation(study: optuna.Study, grace_s: float) -> int:
 
 def wait_while_confirming(study: optuna.Study, grace_s: float, say: Callable[[str], None],
                           poll_s: float = 1.0) -> float:
-    """Before this worker asks for a trial: wait while another worker confirms the answer, whose rounds are
-    enqueued trials this worker would take. The seconds waited."""
+    """Before this worker enqueues anything or asks for a trial: wait while another worker confirms the answer,
+    whose rounds are enqueued trials this worker would take, and which would take this worker's enqueued trials
+    (the baseline, nightly's repeats, a retry) as its rounds. This worker's beat goes on meanwhile. When the
+    confirmer stopped instead of finishing (killed), the rounds it left waiting are closed. The seconds waited."""
     started = None
     while others := others_confirming(study, grace_s):
         if started is None:
@@ -99,7 +106,12 @@ def wait_while_confirming(study: optuna.Study, grace_s: float, say: Callable[[st
             say(f"waiting: worker {others[0]} is confirming this study's answer in interleaved rounds that no "
                 f"other worker may take; this worker's trials go on when it is done")
         time.sleep(poll_s)
-    return 0.0 if started is None else time.monotonic() - started
+        beat(study)
+    if started is None:
+        return 0.0
+    if dropped := drop_stopped_confirmation(study, grace_s):
+        say(f"the confirming worker stopped: {dropped} confirmation trial(s) it left waiting closed, unrun")
+    return time.monotonic() - started
 
 
 def enqueues_baseline(study: optuna.Study, grace_s: float) -> bool:

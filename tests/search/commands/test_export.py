@@ -20,6 +20,7 @@ from sweep_results import load_study
 
 from search.commands.export import main as export_main
 from search.sweep.answer import ACCURACY, ANSWER_ATTR, THROUGHPUT, Answer
+from search.sweep.baseline import TOLERANCE_ATTR
 from search.sweep.roles import ROLE_ATTR, ROUND_ATTR, SEED_ATTR
 from search.tracking.mlflow_runs import flatten
 
@@ -189,6 +190,13 @@ def test_export_without_an_answer_keeps_the_sweeps_accuracy_floor_and_says_there
     # a rule of the user's own is theirs: no floor added
     assert export_main(["--out", "rule.yaml", "--best", THROUGHPUT]) == 0
     assert yaml.safe_load((tmp_path / "rule.yaml").read_text())["trials"] == [2]
+    # the sweep's own tolerance, as it recorded it (was: the default's, whatever the sweep searched at)
+    study.set_user_attr(TOLERANCE_ATTR, 0.01)
+    assert export_main(["--out", "wider.yaml"]) == 0
+    wider = yaml.safe_load((tmp_path / "wider.yaml").read_text())
+    assert wider["trials"] == [2] and wider["rule"].startswith(
+        "not confirmed: the search's fastest at the sweep's floor val_accuracy >= 0.9259 (your configuration's "
+        "0.9359 minus the sweep's hydra.sweeper.accuracy_tolerance 0.01)"), wider["rule"]
 
 
 def test_export_of_an_answer_with_later_trials_says_they_were_not_confirmed(tmp_path, capsys, monkeypatch):

@@ -801,6 +801,56 @@ def test_an_undecided_confirmation_runs_two_more_rounds_before_the_answer_is_rea
     assert answer is not None and answer.is_baseline and "1.41x (95% CI 0.83-2.42, 3 rounds)" in answer.note
 
 
+def test_a_second_seed_check_that_did_not_run_is_said_and_noted_on_the_answer():
+    """The answer's runs at the next seed did not end ok (a crash, an out-of-memory): the answer stands on its
+    confirmed speedup, but the terminal and the answer's note say its accuracy is from one seed. Before, it
+    read as an answer with no check to make, like one without an accuracy."""
+    from search.sweep.confirm import confirm, overrides_for
+
+    run, measure = _sweep_of([1600.0, 1620.0, 1580.0])
+
+    def run_trials(n: int) -> None:  # the rounds are measured; the second-seed runs crash
+        for t in run.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,))[:n]:
+            if t.user_attrs.get(ROLE_ATTR) != "seed_check":
+                measure(1)
+                continue
+            trial = run.study.ask()
+            trial.set_user_attr("outcome", "failed")
+            run.study.tell(trial, state=optuna.trial.TrialState.FAIL)
+
+    said: list[str] = []
+    answer = confirm(run, run_trials, {"batch_size": 64}, 0, lambda p: overrides_for([], p), said.append)
+    assert answer is not None and answer.params == {"batch_size": 128} and answer.seed_check is None, answer
+    [line] = [s for s in said if "second-seed check" in s]
+    assert line == ("the second-seed check of batch_size=128 did not run: its runs at train.seed=1 did not end ok, "
+                    "so its accuracy is from train.seed=0 alone"), line
+    assert line in answer.note
+
+
+def test_an_undecided_line_says_how_many_of_its_rounds_were_paired():
+    """A round whose contender run failed pairs nothing: 'undecided after 3 rounds' over 2 paired rounds said 3."""
+    from search.sweep.confirm import confirm, overrides_for
+
+    run, measure = _sweep_of([1600.0, 1100.0, 1600.0, 1600.0, 1600.0])
+    ran = {"contender": 0}
+
+    def run_trials(n: int) -> None:  # the contender's third run fails
+        for t in run.study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.WAITING,))[:n]:
+            if run.study._storage.get_trial_system_attrs(t._trial_id)["fixed_params"]["batch_size"] == 128:
+                ran["contender"] += 1
+                if ran["contender"] == 3:
+                    trial = run.study.ask()
+                    trial.set_user_attr("outcome", "failed")
+                    run.study.tell(trial, state=optuna.trial.TrialState.FAIL)
+                    continue
+            measure(1)
+
+    said: list[str] = []
+    confirm(run, run_trials, {"batch_size": 64}, None, lambda p: overrides_for([], p), said.append)
+    [line] = [s for s in said if s.startswith("undecided after")]
+    assert line.startswith("undecided after 3 rounds, 2 of them paired (the fastest contender: "), line
+
+
 def test_a_resumed_study_pairs_only_its_own_confirmations_rounds():
     """A study from before the rounds were numbered 1..n holds an earlier confirmation's rounds 0-2 (batch 128
     at 1,000 there): this confirmation's rounds 1-3 are paired among its own trials, not with those."""

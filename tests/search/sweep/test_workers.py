@@ -240,3 +240,63 @@ def test_two_nightly_workers_top_up_once_on_the_worker_that_confirmed(workdir: P
     assert len(reports) == 1, reports
     assert sum("nightly: the report and the regression test are left to the last worker" in o for o in outs) == 1
     assert sum(o.count("(tonight's answer, a whole run)") for o in outs) == len(topped)
+
+
+def test_a_worker_that_joins_during_the_confirmation_waits_and_takes_none_of_its_trials(workdir: Path) -> None:
+    """A second worker started while the first confirms the answer: it enqueues nothing and runs nothing until the
+    confirmation is over, and the confirmation runs its own trials only. Before, the joiner (the first worker
+    searching, since the confirmer was not) planned its start during the confirmation: here it counted the
+    confirmation's waiting rounds as its own waiting trials and left the start move an earlier sweep had no room
+    for to a later sweep; with room it enqueued the move at once, and the confirmer, which runs the oldest waiting
+    trial next, would run it as a round (search/sweep/workers.py)."""
+    import time
+
+    from search.sweep.recovery import WORKER_ATTR
+    from search.sweep.roles import ROLE_ATTR
+
+    url = f"sqlite:///{workdir}/join.db"
+    env = {**os.environ, "PYTHONPATH": pythonpath(REPO, TESTS),
+           "MLFLOW_TRACKING_URI": f"sqlite:///{workdir}/mlflow.db", "COLUMNS": "300"}
+
+    def worker(i: int, n_trials: int, *extra: str) -> subprocess.Popen:
+        # 3 start moves, 2 with room after the baseline's 2 runs: the third is left for the study's next sweep
+        return subprocess.Popen(
+            [sys.executable, "-m", "search", "multirun", NO_REPORT, f"hydra.sweeper.storage={url}",
+             "hydra.sweeper.study_name=join", "objective=custom", "objective.callable=paced_objective:objective",
+             "hydra.sweeper.params=null", "batch_size=choice(32,64,128)", "loader.num_workers=choice(0,1)",
+             "+pace.step_ms=700", f"hydra.sweeper.n_trials={n_trials}", f"hydra.sweep.dir=multirun/{i}", *extra],
+            cwd=workdir, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+    def confirming(study: optuna.Study) -> bool:
+        return any(t.user_attrs.get(ROLE_ATTR) == "confirm" for t in study.get_trials(deepcopy=False))
+
+    first = worker(0, 4)
+    deadline = time.monotonic() + 300
+    study = None
+    while time.monotonic() < deadline and first.poll() is None:
+        try:
+            study = study or optuna.load_study(study_name="join", storage=url)
+        except KeyError:  # not created yet
+            pass
+        if study is not None and confirming(study):
+            break
+        time.sleep(0.2)
+    assert first.poll() is None and study is not None and confirming(study), "the first worker never confirmed"
+    second = worker(1, 1, "hydra.sweeper.confirm_budget=0")
+    outs = []
+    for proc in (first, second):
+        out, err = proc.communicate(timeout=600)
+        assert proc.returncode == 0, out[-2000:] + err[-3000:]
+        outs.append(out)
+    assert "waiting: worker" in outs[1] and "is confirming this study's answer" in outs[1], outs[1][-3000:]
+    trials = study.get_trials(deepcopy=False)
+    confirmer = {t.user_attrs.get(WORKER_ATTR) for t in trials if t.user_attrs.get(ROLE_ATTR) in ("confirm", "seed_check")}
+    assert len(confirmer) == 1, confirmer  # every round and check ran on the worker that confirmed
+    first_round = min(t.number for t in trials if t.user_attrs.get(ROLE_ATTR) == "confirm")
+    confirmation = [t for t in trials if t.number >= first_round and t.user_attrs.get(WORKER_ATTR) in confirmer]
+    assert all(t.user_attrs.get(ROLE_ATTR) in ("confirm", "seed_check") for t in confirmation), \
+        [(t.number, t.user_attrs.get(ROLE_ATTR), t.params) for t in confirmation]  # no joiner's trial among them
+    joined = [t for t in trials if t.user_attrs.get(WORKER_ATTR) not in confirmer]
+    assert joined and min(t.number for t in joined) > max(t.number for t in confirmation)  # after it, not during
+    assert {"batch_size": 64, "loader.num_workers": 1} in [t.params for t in joined]  # the move left for it ran there
+    assert all(t.state == TrialState.COMPLETE for t in trials)  # none left waiting
