@@ -85,26 +85,43 @@ def _close_waiting(study: optuna.Study, trial: optuna.trial.FrozenTrial, reason:
     study._storage.set_trial_state_values(trial._trial_id, state=TrialState.FAIL)
 
 
+SET_ASIDE_ATTR = "search.set_aside"  # on a trial set_aside_waiting() closed
+PUT_BACK_OF_ATTR = "search.put_back_of"  # on the trial put_back() enqueued in its place: the closed one's number
+Aside = list[tuple[int, dict[str, Any], dict[str, Any]]]  # (trial number, params, user attributes) of each trial
+
+
 def set_aside_waiting(study: optuna.Study, keep_newest: int = 0,
-                      keep: Callable[[optuna.trial.FrozenTrial], bool] = lambda t: False,
-                      ) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+                      keep: Callable[[optuna.trial.FrozenTrial], bool] = lambda t: False) -> Aside:
     """Close the trials waiting to run (proposals the search's budget did not reach: a retry, a start move
     whose place a retry took; the start moves past n_trials are not enqueued, search/sweep/start_design.py),
-    but the `keep_newest` enqueued last and those `keep` says are the caller's own, and return (params, user
-    attributes) to enqueue them again with put_back(). The confirmation (and nightly's top-up) runs its own
-    enqueued trials next, and Optuna hands out waiting trials oldest first: it would run these in place of its
-    rounds, and its last trial (the second-seed check) would be left waiting, unrun."""
+    but the `keep_newest` enqueued last and those `keep` says are the caller's own, and return them to
+    enqueue again with put_back(). The confirmation (and nightly's top-up) runs its own enqueued trials next,
+    and Optuna hands out waiting trials oldest first: it would run these in place of its rounds, and its last
+    trial (the second-seed check) would be left waiting, unrun. Each closed trial is marked (`search.set_aside`),
+    so a sweep killed before it put them back leaves them to the next one (put_back_stranded)."""
     aside = []
     waiting = study.get_trials(deepcopy=False, states=(TrialState.WAITING,))
     for t in [t for t in (waiting[:len(waiting) - keep_newest] if keep_newest else waiting) if not keep(t)]:
-        params = enqueued_params(study, t)
-        aside.append((params, dict(t.user_attrs)))  # before _close_waiting writes its attributes
+        aside.append((t.number, enqueued_params(study, t), dict(t.user_attrs)))  # before _close_waiting writes
         _close_waiting(study, t, "set aside while the answer was confirmed; enqueued again after it",
-                       outcome="skipped")
+                       outcome="skipped", **{SET_ASIDE_ATTR: True})
     return aside
 
 
-def put_back(study: optuna.Study, aside: list[tuple[dict[str, Any], dict[str, Any]]]) -> None:
+def put_back(study: optuna.Study, aside: Aside) -> None:
     """Enqueue again what set_aside_waiting() closed, in its order: the next sweep on the study runs it first."""
-    for params, user_attrs in aside:
-        study.enqueue_trial(params, user_attrs=user_attrs, skip_if_exists=False)
+    for number, params, user_attrs in aside:
+        study.enqueue_trial(params, user_attrs={**user_attrs, PUT_BACK_OF_ATTR: number}, skip_if_exists=False)
+
+
+def put_back_stranded(study: optuna.Study) -> int:
+    """Enqueue again the trials a sweep set aside for its confirmation and never put back (it was killed, SIGKILL
+    or a lost node, during the confirmation): call only while no live worker confirms. How many."""
+    trials = study.get_trials(deepcopy=False)
+    done = {t.user_attrs[PUT_BACK_OF_ATTR] for t in trials if PUT_BACK_OF_ATTR in t.user_attrs}
+    written = {"reason", "outcome", SET_ASIDE_ATTR}
+    stranded = [(t.number, enqueued_params(study, t), {k: v for k, v in t.user_attrs.items() if k not in written})
+                for t in trials if t.state == TrialState.FAIL and t.user_attrs.get(SET_ASIDE_ATTR)
+                and t.number not in done]
+    put_back(study, stranded)
+    return len(stranded)

@@ -40,7 +40,7 @@ from typing import Any, Callable
 import optuna
 
 from search.sweep.recovery import worker_alive, worker_id
-from search.sweep.roles import drop_unrun
+from search.sweep.roles import drop_unrun, put_back_stranded
 
 STATE_PREFIX = "search.worker_state:"
 CONFIRMER_ATTR = "search.confirming_worker"
@@ -88,9 +88,13 @@ def others_confirming(study: optuna.Study, grace_s: float) -> list[str]:
 
 
 def drop_stopped_confirmation(study: optuna.Study, grace_s: float) -> int:
-    """Close the rounds a stopped sweep's confirmation enqueued and never ran (roles.drop_unrun); none while
-    another live worker confirms: those are its own, waiting for it. How many."""
-    return 0 if others_confirming(study, grace_s) else drop_unrun(study)
+    """Close the rounds a stopped sweep's confirmation enqueued and never ran (roles.drop_unrun), and enqueue
+    again the trials it set aside for them (roles.put_back_stranded); neither while another live worker
+    confirms: those are its own. How many rounds were closed."""
+    if others_confirming(study, grace_s):
+        return 0
+    put_back_stranded(study)
+    return drop_unrun(study)
 
 
 def wait_while_confirming(study: optuna.Study, grace_s: float, say: Callable[[str], None],

@@ -713,13 +713,13 @@ def test_proposals_left_waiting_are_set_aside_for_the_confirmation_and_put_back(
     """A start-design move the search's budget did not reach is waiting when the confirmation enqueues its
     rounds; Optuna hands out the oldest first, so it would run as a round and the seed check would be left
     unrun. Set aside, the rounds run in their order; put back, the move waits for the next sweep."""
-    from search.sweep.roles import put_back, set_aside_waiting
+    from search.sweep.roles import put_back, put_back_stranded, set_aside_waiting
     from search.sweep.start_design import START_ATTR
 
     study = optuna.create_study(directions=["maximize", "maximize"])
     study.enqueue_trial({"batch_size": 128}, user_attrs={START_ATTR: "batch_size"})
     aside = set_aside_waiting(study)
-    assert aside == [({"batch_size": 128}, {START_ATTR: "batch_size"})]
+    assert [a[1:] for a in aside] == [({"batch_size": 128}, {START_ATTR: "batch_size"})]
     assert study.trials[0].state == optuna.trial.TrialState.FAIL and study.trials[0].user_attrs["outcome"] == "skipped"
     study.enqueue_trial({"batch_size": 64}, user_attrs={ROLE_ATTR: "confirm", ROUND_ATTR: 0})
     dists = {"batch_size": optuna.distributions.CategoricalDistribution([64, 128])}
@@ -729,6 +729,26 @@ def test_proposals_left_waiting_are_set_aside_for_the_confirmation_and_put_back(
     put_back(study, aside)
     again = study.ask(dists)
     assert again.params == {"batch_size": 128} and again.user_attrs[START_ATTR] == "batch_size"
+    assert put_back_stranded(study) == 0  # put back already: not twice
+
+
+def test_trials_set_aside_by_a_killed_confirmation_are_put_back_by_the_next_sweep():
+    """A sweep SIGKILLed during its confirmation never put back what it set aside: the trials stayed closed as
+    skipped, and a killed trial's retry or a start move was lost. The next sweep's start enqueues them again,
+    once, with their own attributes."""
+    from search.sweep import workers
+    from search.sweep.roles import PUT_BACK_OF_ATTR, put_back_stranded, set_aside_waiting
+    from search.sweep.start_design import START_ATTR
+
+    study = optuna.create_study(directions=["maximize", "maximize"])
+    study.enqueue_trial({"batch_size": 128}, user_attrs={START_ATTR: "batch_size"})
+    set_aside_waiting(study)  # then killed: no put_back
+    study.enqueue_trial({"batch_size": 64}, user_attrs={ROLE_ATTR: "confirm", ROUND_ATTR: 1})  # a round left unrun
+    assert workers.drop_stopped_confirmation(study, grace_s=60.0) == 1
+    waiting = study.get_trials(states=(optuna.trial.TrialState.WAITING,))
+    assert [(t.user_attrs, study._storage.get_trial_system_attrs(t._trial_id)["fixed_params"]) for t in waiting] == \
+        [({START_ATTR: "batch_size", PUT_BACK_OF_ATTR: 0}, {"batch_size": 128})]
+    assert put_back_stranded(study) == 0 and len(study.get_trials(states=(optuna.trial.TrialState.WAITING,))) == 1
 
 
 
