@@ -210,7 +210,15 @@ def quick_exit_collection() -> None:
 
 
 if __name__ == "__main__":
+    from search.leave import leave_now_if_importing, take_the_exit
+
+    take_the_exit()
     try:
         main()
+    except SystemExit as done:
+        leave_now_if_importing(done.code)
+        raise
+    else:
+        leave_now_if_importing(0)
     finally:
         quick_exit_collection()

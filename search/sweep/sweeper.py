@@ -30,6 +30,7 @@ from omegaconf import DictConfig, OmegaConf
 from optuna.trial import TrialState
 
 from search.errors import EXIT_GAVE_UP, BadInput, Interrupted, exit_bad_input
+from search.leave import IMPORT_AHEAD_THREAD, exit_is_ours
 from search.measure import fingerprint, gpu_telemetry
 from search.reports.answer import answer_metrics, answer_throughputs, print_answer, tag_sweep_run
 from search.reports.plots import preload as preload_plots, write_report
@@ -76,7 +77,8 @@ class SweeperImpl:
         self.baseline: tuple[dict[str, Any], int | None] | None = None  # the user's configuration and seed
         self._warming: Any = None  # the forkserver's warm-up thread, when trials run here
         self._sampler_imports: tuple[str, ...] = ()  # what the sampler imports at its first model-based ask
-        self._importing: threading.Thread | None = None  # _import_ahead's thread, joined when the sweep ends
+        self._importing: threading.Thread | None = None  # _import_ahead's thread
+        self._imported_enough = threading.Event()  # which stops at its next module when set
 
     def setup(self, *, hydra_context: Any, task_function: Any, config: DictConfig) -> None:
         self.config = config
@@ -90,8 +92,9 @@ class SweeperImpl:
         try:
             return self._sweep(arguments)
         finally:
-            if self._importing is not None:  # before Python's exit begins (_import_ahead says why)
-                self._importing.join()
+            self._imported_enough.set()  # no module more
+            if self._importing is not None and not exit_is_ours():  # a user's app: joined before Python's exit
+                self._importing.join()  # begins (_import_ahead says why); `python -m search` does not wait
 
     def _sweep(self, arguments: list[str]) -> optuna.Study:
         optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -422,35 +425,37 @@ class SweeperImpl:
         if self._warming is not None:
             # Now, while this process waits on the forkserver and then on its first trial, not between two
             # trials or after the last: what the sampler imports at its first model-based ask, and the report's.
-            self._importing = _import_ahead(self._sampler_imports, plots=self.settings.report)
+            self._importing = _import_ahead(self._sampler_imports, self.settings.report, self._imported_enough)
             self._warming.join()
             self._warming = None
 
 
-def _import_ahead(modules: tuple[str, ...], plots: bool) -> threading.Thread:
-    """Import `modules`, then the report's plotting modules when `plots`, on one background thread:
-    one import after another, since two threads importing scipy at once may deadlock on its module locks.
-    Not a daemon, and the sweep joins it when it ends (SweeperImpl.sweep), before Python's exit begins.
-    Before Python 3.14 a daemon thread that asks for the GIL after the interpreter began finalising is
-    ended with pthread_exit, whose forced unwinding through a C++ frame that may not throw (an extension
-    module's init calling back into Python) is std::terminate: a one-trial sweep of a fast objective died
-    of SIGABRT ("terminate called without an active exception") in the suite, likely so. Left to Python's
-    exit to wait for, it still imported after threading's shutdown had begun, where an import that
-    registers a threading exit hook (sklearn, through joblib, imports concurrent.futures.process) raises
-    "can't register atexit after shutdown": a one-trial sweep printed that traceback after its answer in
-    1 of 3 runs. Waiting costs a sweep that short what is left of those imports."""
+def _import_ahead(modules: tuple[str, ...], plots: bool, enough: threading.Event) -> threading.Thread:
+    """Import `modules`, then the report's plotting modules when `plots`, on one background thread, until
+    `enough` is set (the sweep ended): one import after another, since two threads importing scipy at once may
+    deadlock on its module locks. Not a daemon: before Python 3.14 a daemon thread that asks for the GIL after
+    the interpreter began finalising is ended with pthread_exit, whose forced unwinding through a C++ frame that
+    may not throw (an extension module's init calling back into Python) is std::terminate: a one-trial sweep of
+    a fast objective died of SIGABRT ("terminate called without an active exception") in the suite, likely so.
+    Left to Python's exit to wait for, it still imported after threading's shutdown had begun, where an import
+    that registers a threading exit hook (sklearn, through joblib, imports concurrent.futures.process) raises
+    "can't register atexit after shutdown". Joined when the sweep ended, it held a finished sweep for minutes on
+    a loaded machine (it runs at the lowest priority): `python -m search` ends without waiting for it instead
+    (search/leave.py); a user's own Hydra app still joins it, at most the module in progress."""
 
     def run() -> None:
         _yield_the_cores()
         for module in modules:
+            if enough.is_set():
+                return
             try:
                 importlib.import_module(module)
             except ImportError:  # the sampler says so itself when it needs it
                 pass
-        if plots:
+        if plots and not enough.is_set():
             preload_plots()
 
-    thread = threading.Thread(target=run, name="search-import-ahead", daemon=False)
+    thread = threading.Thread(target=run, name=IMPORT_AHEAD_THREAD, daemon=False)
     thread.start()
     return thread
 
