@@ -191,7 +191,7 @@ def confirm(run: SweepRun, run_trials: RunTrials, base_params: dict[str, Any], s
     def answer_of(params: Mapping[str, Any], ratio: Ratio | None, val_accuracy: float | None, **kw: Any) -> Answer:
         r = ratio or Ratio(1.0, 1.0, 1.0, 0)
         if unchecked and key(params) != key(base_params) and "seed_check" in kw and kw["seed_check"] is None:
-            kw["note"] = "; ".join(filter(None, [kw.get("note", ""), unchecked[0]]))
+            kw["note"] = "; ".join(filter(None, [kw.get("note", ""), unchecked]))
         return Answer(dict(params), overrides_of(params), key(params) == key(base_params), r.estimate, r.low,
                       r.high, r.rounds, val_accuracy, base_accuracy, settings.accuracy_tolerance,
                       baseline_trials=[t.number for t in base_trials], search_wall_s=search_wall_s,
@@ -208,19 +208,19 @@ def confirm(run: SweepRun, run_trials: RunTrials, base_params: dict[str, Any], s
     def moved(params: Mapping[str, Any]) -> str:
         return changed_text(params, base_params, idle)
 
-    unchecked: list[str] = []  # the answer's note when its second-seed check was due and did not run
+    unchecked = ""  # the answer's note when its second-seed check was due and did not run
 
     def check_of(c: Contender) -> dict[str, Any] | None:
         """Its second-seed check; None when there is no seed or accuracy to check, or when its runs did not end
         ok (said, and noted on the answer: a check that did not run is not a check that passed)."""
+        nonlocal unchecked
         if seed is None or base_accuracy is None or c.val_accuracy is None:
             return None
         check = _seed_check(run, run_trials, c.params, base_params, seed, (c.val_accuracy, base_accuracy))
         if check is None:
-            line = (f"the second-seed check of {moved(c.params)} did not run: its runs at train.seed={seed + 1} did "
-                    f"not end ok, so its accuracy is from train.seed={seed} alone")
-            say(line)
-            unchecked[:] = [line]
+            unchecked = (f"the second-seed check of {moved(c.params)} did not run: its runs at train.seed={seed + 1} "
+                         f"did not end ok, so its accuracy is from train.seed={seed} alone")
+            say(unchecked)
         return check
 
     def beats_baseline(ratio: Ratio) -> bool:
