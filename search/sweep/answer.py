@@ -115,6 +115,12 @@ class Answer:
     # the rules of hydra.sweeper.constraints your configuration breaks, with its figures: the answer is then the
     # fastest configuration that meets them, faster than yours or not; '' when yours meets them
     baseline_breaks: str = ""
+    # when its confirmation ended and the worker that ran it (search/sweep/recovery.py worker_id); None: stored before
+    confirmed_unix_s: float | None = None
+    confirmed_by: str = ""
+    # another worker's answer, confirmed while this one searched, that this worker's trials since cannot change
+    # (search/sweep/confirm.py standing_answer): shown and tagged on this worker's sweep run, not stored again
+    standing: bool = False
 
     def rounds_run(self) -> int:
         """The rounds the confirmation ran; for an answer stored before they were counted, the most it shows."""

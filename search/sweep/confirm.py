@@ -59,10 +59,11 @@ from optuna.trial import TrialState
 
 from objectives.timing import throughput_only_steps
 from search.reports.choose import Candidate, candidates, key
-from search.sweep.answer import (ACCURACY, MEMORY_METRICS, THROUGHPUT, Answer, Contender, Idle, Ratio, changed_text,
-                                 eligible, no_idle, paired, pick, spread, within_noise)
+from search.sweep.answer import (ACCURACY, ANSWER_ATTR, MEMORY_METRICS, THROUGHPUT, Answer, Contender, Idle, Ratio,
+                                 changed_text, eligible, no_idle, paired, pick, spread, within_noise)
 from search.sweep.baseline import baseline_accuracy, baseline_trials
 from search.sweep.constraints import broken_text, parse_constraints
+from search.sweep.recovery import WORKER_ATTR
 from search.sweep.roles import ROLE_ATTR, ROUND_ATTR, SEED_ATTR, enqueue
 from search.sweep.space import to_override
 from search.sweep.staging import ACCURACY_FROM_ATTR, maths_key
@@ -157,11 +158,12 @@ def _rounds_run(study: optuna.Study, first_trial: int) -> list[int]:
 
 def confirm(run: SweepRun, run_trials: RunTrials, base_params: dict[str, Any], seed: int | None,
             overrides_of: Callable[[Mapping[str, Any]], list[str]], say: Callable[[str], None],
-            idle: Idle = no_idle, train: Any = None) -> Answer | None:
+            idle: Idle = no_idle, train: Any = None, since_unix_s: float | None = None) -> Answer | None:
     """Measure, pick and check the answer; None (with a line said) when there is nothing to state. `idle`: the keys
     a configuration's other values leave without effect, left out of the lines that name it (changed_text).
     `train`: the trials' train config, for the cost of a timed-only run of a configuration that only trained in
-    full (run_cost_s)."""
+    full (run_cost_s). `since_unix_s`: when this worker joined the study; an answer another worker confirmed
+    after that stands when nothing measured here since could change it (standing_answer)."""
     settings, study = run.settings, run.study
     search_wall_s = time.monotonic() - run.started_s
     first_trial = len(study.trials)  # the confirmation's trials are those from here on
@@ -233,6 +235,12 @@ def confirm(run: SweepRun, run_trials: RunTrials, base_params: dict[str, Any], s
         return answer_of(base_params, None, base_accuracy,
                          note=f"the fastest at its accuracy; no other configuration came within {noise:.0%} of it"
                          if len(ranked) > 1 else "no other configuration ran to an answer at its accuracy")
+    if (standing := standing_answer(study, since_unix_s, base_params, base_accuracy, contenders,
+                                    settings.accuracy_tolerance)) is not None:
+        answer, stands = standing
+        say(f"confirmation: the study's answer, {moved(answer.params)}, was {stands}")
+        answer.search_wall_s = search_wall_s
+        return answer
     if settings.confirm_budget <= 0:
         best = contenders[0]
         ratio = best.throughput / (throughput_of(study, base_params) or statistics.median(base_throughputs))
@@ -376,6 +384,53 @@ def confirm(run: SweepRun, run_trials: RunTrials, base_params: dict[str, Any], s
                "ci_low": ratio.low, "ci_high": ratio.high, "rounds": ratio.rounds}
     return answer_of(base_params, None, base_accuracy, confirm_wall_s=time.monotonic() - start, note=note,
                      not_confirmed=left, fastest_contender=fastest)
+
+
+def _ended_unix_s(t: optuna.trial.FrozenTrial) -> float:
+    ended = t.user_attrs.get("search.ended_unix_s")
+    if ended is not None:
+        return float(ended)
+    return t.datetime_complete.timestamp() if t.datetime_complete is not None else math.inf
+
+
+def standing_answer(study: optuna.Study, since_unix_s: float | None, base_params: Mapping[str, Any],
+                    base_accuracy: float | None, contenders: list[Contender],
+                    tolerance: float) -> tuple[Answer, str] | None:
+    """The study's answer, with the words that say why it stands, when another worker confirmed it while this one
+    searched (after `since_unix_s`) and no run since could change it; None: confirm here. A worker that joins
+    during or just before another's confirmation is the study's last searching worker once its own trials end: it
+    confirmed the same answer again, on the budget of its own short search, far under the confirmation's minimum
+    (a 1-trial joiner: 3 rounds, ~35 s, against a budget of 1 s), and stored it in place of the first. It stands
+    when it was confirmed (rounds ran) at the same tolerance and your configuration's accuracy, and no run at your
+    seed that ended ok since, but the confirmer's own (nightly's top-ups of it), is of a configuration it measured
+    or named (the answer, its ties, the fastest it beat, those the budget left out) or of one within noise of the
+    fastest now (`contenders`). An answer from before this worker started (an earlier sweep, last night's) is
+    confirmed again: the machine may have changed since."""
+    stored = study.user_attrs.get(ANSWER_ATTR)
+    if since_unix_s is None or not isinstance(stored, dict) or stored.get("confirmed_unix_s") is None:
+        return None
+    answer = Answer.from_dict(stored)
+    if answer.confirmed_unix_s < since_unix_s or answer.rounds_run() < MIN_ROUNDS \
+            or not math.isclose(answer.tolerance, tolerance) or answer.baseline_val_accuracy != base_accuracy \
+            or not answer.baseline_trials \
+            or key(study.get_trials(deepcopy=False)[answer.baseline_trials[0]].params) != key(base_params):
+        return None
+    named = [answer.params, *answer.tied_with, *(c["params"] for c in answer.not_confirmed),
+             *([answer.fastest_contender["params"]] if answer.fastest_contender else []),
+             *(c.params for c in contenders)]
+    relevant = {key(p) for p in named}
+    since = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+             if _ended_unix_s(t) > answer.confirmed_unix_s and t.user_attrs.get("outcome") == "ok"
+             and SEED_ATTR not in t.user_attrs and t.user_attrs.get(WORKER_ATTR) != answer.confirmed_by]
+    if any(key(t.params) in relevant for t in since):
+        return None
+    at = time.strftime("%H:%M:%S UTC", time.gmtime(answer.confirmed_unix_s))
+    stands = (f"confirmed by worker {answer.confirmed_by} at {at}, while this worker searched; it stands without "
+              f"new rounds: none of the {len(since)} run(s) that ended since is of a configuration within noise of "
+              f"the fastest or one its confirmation measured")
+    answer.note = "; ".join(filter(None, [answer.note, stands]))
+    answer.standing, answer.confirm_wall_s = True, 0.0
+    return answer, stands
 
 
 def _breaks(rules: list[str], base_params: Mapping[str, Any], base_trials: list[optuna.trial.FrozenTrial],

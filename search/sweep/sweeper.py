@@ -22,6 +22,7 @@ import random
 import shlex
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +49,7 @@ from search.sweep.gp_view import asks_for_answer, gp_view
 from search.sweep.hooks import NoHooks
 from search.sweep.jobs import Jobs
 from search.sweep.planning import Plan, plan_sweep
-from search.sweep.recovery import Heartbeat
+from search.sweep.recovery import Heartbeat, worker_id
 from search.sweep.reproduce import configuration_overrides, paste_line
 from search.sweep.roles import CONFIRMATION_ROLES, put_back, role, set_aside_waiting
 from search.sweep.rule_sampler import within_rules
@@ -230,17 +231,22 @@ class SweeperImpl:
         try:
             answer = confirm(run, run_more, params, seed, lambda p: overrides_for(plan.space.fixed_overrides, p),
                              self._say(run), plan.space.unused or no_idle,
-                             OmegaConf.select(run.jobs.config, "train"))
+                             OmegaConf.select(run.jobs.config, "train"), workers.registered_unix_s(run.study))
         finally:
             put_back(run.study, aside)
+        if answer is not None and not answer.standing:
+            answer.confirmed_unix_s, answer.confirmed_by = time.time(), worker_id()
         if answer is not None:
             self._store(run, answer)
         return answer
 
     def _store(self, run: SweepRun, answer: Answer) -> None:
-        """The answer, with every run of its configuration at the study's seed, on the study and MLflow's sweep run."""
+        """The answer, with every run of its configuration at the study's seed, on the study and MLflow's sweep run;
+        another worker's answer that stands (confirm.standing_answer) on this worker's sweep run only: the study
+        keeps it as its confirmer stored it."""
         answer.trials = runs_of(run.study, answer.params)
-        run.study.set_user_attr(ANSWER_ATTR, answer.to_dict())
+        if not answer.standing:
+            run.study.set_user_attr(ANSWER_ATTR, answer.to_dict())
         tag_sweep_run(run.sweep.parent_run_id, answer)
 
     def _top_up(self, run: SweepRun) -> int:

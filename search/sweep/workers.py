@@ -60,6 +60,12 @@ def mark(study: optuna.Study, state: str) -> None:
                                          {"state": state, "since_unix_s": since, "beat_unix_s": time.time()})
 
 
+def registered_unix_s(study: optuna.Study) -> float | None:
+    """When this worker registered on the study (its first `mark`, at its start); None before."""
+    since = _entries(study).get(worker_id(), {}).get("since_unix_s")
+    return None if since is None else float(since)
+
+
 def beat(study: optuna.Study) -> None:
     """Refresh this worker's beat while it searches or confirms (the heartbeat thread)."""
     entry = _entries(study).get(worker_id())

@@ -1028,3 +1028,43 @@ def test_contenders_the_budget_left_out_are_named_in_the_panel_mlflow_and_the_ex
     assert exported.returncode == 0, exported.stderr
     [other] = yaml.safe_load((workdir / "best.yaml").read_text())["not_confirmed"]
     assert "batch_size=128" in other["overrides"] and other["search_speedup_vs_baseline"] > 1.5, other
+
+
+def test_an_answer_another_worker_confirmed_meanwhile_stands_unless_a_run_since_could_change_it():
+    """A worker that joined during another's confirmation is the study's last searching worker once its own trials
+    end: it confirmed the same answer again (a 1-trial joiner: 3 rounds, ~35 s, over its budget of 1 s) and stored
+    it in place of the first. The answer stands when no run since its confirmation is of a configuration within
+    noise of the fastest or one it measured; it is confirmed again when one is, or when it was confirmed before
+    this worker joined (an earlier sweep: the machine may have changed)."""
+    from search.sweep.confirm import confirm, overrides_for
+
+    run, run_trials = _sweep_of([1600.0, 1620.0, 1580.0])
+    joined = time.time()
+    first = confirm(run, run_trials, {"batch_size": 64}, None, lambda p: overrides_for([], p), lambda line: None)
+    assert first is not None and first.params == {"batch_size": 128} and first.rounds == 3
+    first.confirmed_unix_s, first.confirmed_by = time.time(), "host-a:101:7"  # as the sweeper stores it
+    run.study.set_user_attr(ANSWER_ATTR, first.to_dict())
+    time.sleep(0.01)
+    dists = {"batch_size": CategoricalDistribution([64, 128])}
+    _add_ok(run.study, dists, {"batch_size": 64}, 1000.0, {})  # the joiner's own search: your configuration's speed
+    said: list[str] = []
+    trials = len(run.study.trials)
+    again = confirm(run, run_trials, {"batch_size": 64}, None, lambda p: overrides_for([], p), said.append,
+                    since_unix_s=joined)
+    assert again is not None and again.standing and len(run.study.trials) == trials, said  # no new rounds
+    assert (again.params, again.speedup, again.ci_low, again.rounds) == (first.params, first.speedup, first.ci_low, 3)
+    assert said == [f"confirmation: the study's answer, batch_size=128, was confirmed by worker host-a:101:7 at "
+                    f"{time.strftime('%H:%M:%S UTC', time.gmtime(first.confirmed_unix_s))}, while this worker "
+                    f"searched; it stands without new rounds: none of the 1 run(s) that ended since is of a "
+                    f"configuration within noise of the fastest or one its confirmation measured"], said
+    assert said[0].split("was ", 1)[1] in again.note and again.confirm_wall_s == 0.0
+
+    later = confirm(run, run_trials, {"batch_size": 64}, None, lambda p: overrides_for([], p), said.append,
+                    since_unix_s=first.confirmed_unix_s + 0.001)  # a sweep that started after the confirmation
+    assert later is not None and not later.standing and len(run.study.trials) > trials
+    run.study.set_user_attr(ANSWER_ATTR, first.to_dict())
+    _add_ok(run.study, dists, {"batch_size": 128}, 1700.0, {})  # a run since of the answer's configuration
+    trials = len(run.study.trials)
+    measured = confirm(run, run_trials, {"batch_size": 64}, None, lambda p: overrides_for([], p), said.append,
+                       since_unix_s=joined)
+    assert measured is not None and not measured.standing and len(run.study.trials) > trials

@@ -251,6 +251,7 @@ def test_a_worker_that_joins_during_the_confirmation_waits_and_takes_none_of_its
     trial next, would run it as a round (search/sweep/workers.py)."""
     import time
 
+    from search.sweep.answer import ANSWER_ATTR
     from search.sweep.recovery import WORKER_ATTR
     from search.sweep.roles import ROLE_ATTR
 
@@ -300,3 +301,8 @@ def test_a_worker_that_joins_during_the_confirmation_waits_and_takes_none_of_its
     assert joined and min(t.number for t in joined) > max(t.number for t in confirmation)  # after it, not during
     assert {"batch_size": 64, "loader.num_workers": 1} in [t.params for t in joined]  # the move left for it ran there
     assert all(t.state == TrialState.COMPLETE for t in trials)  # none left waiting
+    # the joiner's move runs at your configuration's speed: the answer the first worker confirmed meanwhile stands,
+    # neither confirmed nor stored again (before: a second answer, its budget that of a 1-trial search)
+    answer = study.user_attrs[ANSWER_ATTR]
+    assert answer["confirmed_by"] in confirmer and answer["standing"] is False, answer
+    assert "it stands without new rounds" in outs[1] and "confirming:" not in outs[1], outs[1][-3000:]
