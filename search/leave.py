@@ -1,11 +1,12 @@
 """The process's exit without waiting for the sweep's imports ahead of use.
 
 The sweep imports what it will need later (the GP sampler's scipy, the
-report's plotting modules) on a background thread at the lowest CPU
-priority while its trials run (search/sweep/sweeper.py `_import_ahead`).
+report's plotting modules) on a background thread while its trials run, one
+module at a time onto a spare core (search/sweep/sweeper.py `_import_ahead`).
 That thread is not a daemon: before Python 3.14 a daemon thread still
 importing when the interpreter finalises can abort the process. But Python's
-exit waits for it, and a loaded machine starves it: beside three busy
+exit waits for it, for the module in progress at least; when the thread ran
+at the lowest CPU priority a loaded machine starved it: beside three busy
 processes on 2 cores, a 2-trial sweep (report=false) exited 266 s and 282 s
 after its last line (this exit: 2.8 s), and an interrupted sweep ran past the
 cleanup's 30 s bound, so the watchdog's line replaced the interrupt's (seen

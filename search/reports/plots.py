@@ -14,6 +14,7 @@ does; the other plots draw every run. Trial numbers are the study's.
 from __future__ import annotations
 
 import html
+import importlib
 import logging
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -116,17 +117,20 @@ def _importances_once() -> Any:
     return ImportancesOnce()
 
 
-def preload() -> None:
-    """The plotting modules imported ahead (the sweep does it on a background thread while its trials
-    run), so the sweep's end is not spent importing them: optuna.importance (scikit-learn, through
-    fANOVA) alone takes about 1 s on 2 cores."""
-    import matplotlib
+PRELOAD = ("matplotlib", "matplotlib.pyplot", "optuna.importance", "optuna.visualization",
+           "optuna.visualization.matplotlib")
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot  # noqa: F401
-    import optuna.importance  # noqa: F401
-    import optuna.visualization  # noqa: F401
-    import optuna.visualization.matplotlib  # noqa: F401
+
+def preload(go_on: Callable[[], bool] = lambda: True) -> None:
+    """The plotting modules imported ahead, one after another while `go_on()` says so (the sweep does it on a
+    background thread while its trials run), so the sweep's end is not spent importing them:
+    optuna.importance (scikit-learn, through fANOVA) alone takes about 1 s on 2 cores."""
+    for module in PRELOAD:
+        if not go_on():
+            return
+        importlib.import_module(module)
+        if module == "matplotlib":
+            importlib.import_module(module).use("Agg")
 
 
 @contextmanager

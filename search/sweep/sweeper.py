@@ -33,6 +33,7 @@ from optuna.trial import TrialState
 from search.errors import EXIT_GAVE_UP, BadInput, Interrupted, exit_bad_input
 from search.leave import IMPORT_AHEAD_THREAD, exit_is_ours
 from search.measure import fingerprint, gpu_telemetry
+from search.measure.spare_cpu import spare_cores
 from search.reports.answer import answer_metrics, answer_throughputs, print_answer, tag_sweep_run
 from search.reports.plots import preload as preload_plots, write_report
 from search.reports.progress import SweepProgress
@@ -64,6 +65,9 @@ from search.tracking import mlflow_client, mlflow_repair
 from search.tracking import mlflow_runs as tracking
 from search.tracking.redact import keep_out_of_job_configs
 from search.trial import isolate
+
+SPARE_CORES = 0.75  # idle cores (of a core) a module imported ahead needs: the trial's own core is never shared
+SPARE_SAMPLE_S = 0.1  # the sample each import waits for
 
 
 class SweeperImpl:
@@ -381,6 +385,10 @@ class SweeperImpl:
     def _report(self, study: optuna.Study, plan: Plan, sweep: tracking.Sweep, metric_names: list[str],
                 outcomes: list[str], answer: Answer | None = None, last: bool = True) -> optuna.Study:
         """The front, the plots, the hooks' end, the answer; exit non-zero when the sweep gave up or a hook says so."""
+        # No module more imported ahead: warnings.catch_warnings is not thread-safe, and an import beside the
+        # report's plots can undo their filters (a loaded sweep of the code before printed Optuna's
+        # ExperimentalWarnings there); the report imports what it still needs itself.
+        self._imported_enough.set()
         print_front(study, metric_names, plan.space.unused or no_idle)
         report_dir = self.sweep_dir / "report"
         if self.settings.report and not last:  # another worker still searches: its report holds the whole study
@@ -437,43 +445,46 @@ class SweeperImpl:
 
 
 def _import_ahead(modules: tuple[str, ...], plots: bool, enough: threading.Event) -> threading.Thread:
-    """Import `modules`, then the report's plotting modules when `plots`, on one background thread, until
-    `enough` is set (the sweep ended): one import after another, since two threads importing scipy at once may
-    deadlock on its module locks. Not a daemon: before Python 3.14 a daemon thread that asks for the GIL after
-    the interpreter began finalising is ended with pthread_exit, whose forced unwinding through a C++ frame that
-    may not throw (an extension module's init calling back into Python) is std::terminate: a one-trial sweep of
-    a fast objective died of SIGABRT ("terminate called without an active exception") in the suite, likely so.
-    Left to Python's exit to wait for, it still imported after threading's shutdown had begun, where an import
-    that registers a threading exit hook (sklearn, through joblib, imports concurrent.futures.process) raises
-    "can't register atexit after shutdown". Joined when the sweep ended, it held a finished sweep for minutes on
-    a loaded machine (it runs at the lowest priority): `python -m search` ends without waiting for it instead
-    (search/leave.py); a user's own Hydra app still joins it, at most the module in progress."""
+    """Import `modules`, then the report's plotting modules when `plots`, on one background thread, one module
+    after another while a core sits spare (search/measure/spare_cpu.py) and until `enough` is set (the sweep
+    ended); the first time no core is spare it imports nothing more, and the sweep imports the rest when it
+    needs them. One import after another, since two threads importing scipy at once may deadlock on its module
+    locks.
+
+    Only onto a spare core: a thread sharing the first trial's core on a loaded machine slowed that trial
+    (your configuration's first run, 0.87x and 0.92x its second beside 3 busy processes), and the same thread
+    at the lowest priority (nice 19) instead was starved while it held the lock of the module it was
+    importing: the sweep's main thread, needing that module next (torch and scipy at the GP's first ask, the
+    report's plots), waited for it. Beside 3 busy processes on 2 cores the main thread waited 231 s for torch
+    and 123 s for scipy, against 3.2 s to import both itself. Here a module starts only with a core idle, at
+    the thread's normal priority: a load that arrives meanwhile shares a core with it for that module alone.
+
+    Not a daemon: before Python 3.14 a daemon thread that asks for the GIL after the interpreter began
+    finalising is ended with pthread_exit, whose forced unwinding through a C++ frame that may not throw (an
+    extension module's init calling back into Python) is std::terminate: a one-trial sweep of a fast objective
+    died of SIGABRT ("terminate called without an active exception") in the suite, likely so. Left to Python's
+    exit to wait for, it still imported after threading's shutdown had begun, where an import that registers a
+    threading exit hook (sklearn, through joblib, imports concurrent.futures.process) raises "can't register
+    atexit after shutdown". `python -m search` ends without waiting for it (search/leave.py); a user's own
+    Hydra app joins it, at most the module in progress."""
+    spare = True  # False from the first time no core was spare: the thread imports nothing more
+
+    def go_on() -> bool:
+        nonlocal spare
+        spare = spare and not enough.is_set() and spare_cores(SPARE_SAMPLE_S) >= SPARE_CORES
+        return spare
 
     def run() -> None:
-        _yield_the_cores()
         for module in modules:
-            if enough.is_set():
+            if not go_on():
                 return
             try:
                 importlib.import_module(module)
             except ImportError:  # the sampler says so itself when it needs it
                 pass
-        if plots and not enough.is_set():
-            preload_plots()
+        if plots:
+            preload_plots(go_on)
 
     thread = threading.Thread(target=run, name=IMPORT_AHEAD_THREAD, daemon=False)
     thread.start()
     return thread
-
-
-def _yield_the_cores() -> None:
-    """Run the calling thread at the lowest CPU priority (nice 19): it imports while the first trial trains, and
-    where every core is busy (a loaded 2-core machine) it must take only what the trial leaves, not a share of
-    its core. Linux only: there a thread's id names the thread alone to setpriority; elsewhere the same call
-    would name a process."""
-    if sys.platform != "linux":
-        return
-    try:
-        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
-    except OSError:  # not permitted in some sandboxes: the imports just compete as before
-        pass
