@@ -20,6 +20,7 @@ from hydra.utils import instantiate
 from optuna.distributions import BaseDistribution, CategoricalDistribution
 from optuna.storages import BaseStorage, JournalStorage, RDBStorage
 from optuna.storages.journal import JournalFileBackend
+from optuna.trial import TrialState
 
 from search.errors import BadInput
 from search.sweep.journal import check_journal
@@ -33,6 +34,7 @@ _DIRECTIONS = ("maximize", "minimize")
 METRIC_NAMES_ATTR = "search.objectives"
 # Study attribute: the command that runs one of its configurations, given its overrides (`python -m search export`).
 APP_ATTR = "search.app_command"
+STUDY_ID_ATTR = "search.study_id"  # study_identity's id, kept on the study
 OUR_APP = "python -m search run"
 
 
@@ -69,16 +71,26 @@ def storage_location(storage: str | None) -> str:
     return redact(trial_storage(storage))
 
 
-def study_identity(study: optuna.Study, storage: str | None) -> dict[str, str]:
+def study_identity(study: optuna.Study, storage: str | None, founded: str = "") -> dict[str, str]:
     """The MLflow tags that say which study a run belongs to: its storage (search.storage, passwords redacted)
-    and search.study_id, 12 hex digits of a hash of that storage, the study's name and its id there: the same for
-    every sweep and worker of the study, another for a study of the same name in another journal or database
-    (or one deleted and made again)."""
+    and search.study_id, 12 hex digits made by the study's first sweep and kept on the study (system attribute
+    STUDY_ID_ATTR): the same for every sweep and worker of the study, after its journal or database file moved
+    or is reached by another path too (a hash of the path alone gave the runs of one study two ids after a move,
+    and a study made anew in a file at the old one's path the old one's id), another for any other study. Made
+    from the storage, the study's name and id there and `founded` (search/sweep/workers.py first_registration:
+    the same for workers started together, so they make the same id); a study made before the id was kept,
+    with trials that ran (and runs tagged with the old id), keeps the id its path gives now."""
     import hashlib
 
     where = storage_location(storage)
-    digest = hashlib.sha256(f"{where}\n{study.study_name}\n{study._study_id}".encode()).hexdigest()
-    return {"search.storage": where, "search.study_id": digest[:12]}
+    kept = study._storage.get_study_system_attrs(study._study_id).get(STUDY_ID_ATTR)
+    if not isinstance(kept, str):
+        ran = any(t.state != TrialState.WAITING for t in study.get_trials(deepcopy=False))
+        made = f"{where}\n{study.study_name}\n{study._study_id}" + ("" if ran else f"\n{founded}")
+        study._storage.set_study_system_attr(study._study_id, STUDY_ID_ATTR,
+                                             hashlib.sha256(made.encode()).hexdigest()[:12])
+        kept = study._storage.get_study_system_attrs(study._study_id)[STUDY_ID_ATTR]  # what the study holds now
+    return {"search.storage": where, "search.study_id": kept}
 
 
 def trial_storage(storage: str | None) -> str:

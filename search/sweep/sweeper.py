@@ -130,7 +130,8 @@ class SweeperImpl:
                                          tags={**self._run_tags(plan), **fingerprint.as_tags(self.machine),
                                                **self.hooks.run_tags()},
                                          sweep_dir=self.sweep_dir,
-                                         study_identity=study_identity(study, self.settings.storage))
+                                         study_identity=study_identity(study, self.settings.storage,
+                                                                        workers.first_registration(study)))
         except Exception:  # MLflow went away since it was checked: the study keeps its enqueued trials for a re-run
             workers.mark(study, "done")  # and no other worker waits on this one to finish searching
             raise

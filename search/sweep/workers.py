@@ -66,6 +66,13 @@ def registered_unix_s(study: optuna.Study) -> float | None:
     return None if since is None else float(since)
 
 
+def first_registration(study: optuna.Study) -> str:
+    """The study's first registered worker and when it registered: the same for every worker that reads it once
+    registered itself (a later one registers later); '' before any."""
+    entries = sorted((float(e.get("since_unix_s", 0.0)), w) for w, e in _entries(study).items())
+    return f"{entries[0][1]}@{entries[0][0]:.6f}" if entries else ""
+
+
 def beat(study: optuna.Study) -> None:
     """Refresh this worker's beat while it searches or confirms (the heartbeat thread)."""
     entry = _entries(study).get(worker_id())

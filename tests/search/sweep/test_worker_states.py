@@ -152,3 +152,14 @@ def test_a_live_confirming_workers_rounds_are_not_dropped_a_stopped_ones_are(stu
     other(study, "elsewhere:12:t1", "confirming", since=now - 600, beat=now - GRACE_S - 1)  # stopped mid-way
     assert workers.drop_stopped_confirmation(study, GRACE_S) == 1
     assert [t.state for t in study.trials] == [TrialState.FAIL]
+
+
+def test_every_worker_reads_the_same_first_registration(study: optuna.Study) -> None:
+    """The study's id for MLflow (search/sweep/study.py study_identity) is made from it: workers started together
+    make the same one."""
+    assert workers.first_registration(study) == ""
+    now = time.time()
+    workers.mark(study, "searching")
+    other(study, "elsewhere:7:1", "searching", now - 5.0, now)
+    other(study, "later:8:1", "done", now + 5.0, now)
+    assert workers.first_registration(study) == f"elsewhere:7:1@{now - 5.0:.6f}"
