@@ -36,6 +36,50 @@ def test_a_cgroup_quota_bounds_the_spare_cores(tmp_path: Path) -> None:
     assert spare_cpu._quota_cores(tmp_path) is None
 
 
+def test_a_cgroup_v1_quota_is_read_too(tmp_path: Path) -> None:
+    """cgroup v1 (older Docker hosts, some SLURM sites): the cpu controller's directory, found through
+    /proc/self/cgroup's path or, in a container, at its mount's root; quota and usage in v1's own files."""
+    proc = tmp_path / "proc_cgroup"
+    proc.write_text("12:memory:/docker/abc\n4:cpu,cpuacct:/docker/abc\n0::/docker/abc\n")
+    mount = tmp_path / "cpu,cpuacct"
+    mount.mkdir()
+    (mount / "cpu.cfs_quota_us").write_text("-1\n")  # the host's root: no limit
+    (mount / "cpu.cfs_period_us").write_text("100000\n")
+    assert spare_cpu._cgroup_dir(proc, tmp_path) == mount  # in a container: its own cgroup at the mount's root
+    assert spare_cpu._quota_cores(mount) is None
+    own = mount / "docker" / "abc"
+    own.mkdir(parents=True)
+    (own / "cpu.cfs_quota_us").write_text("50000\n")
+    (own / "cpu.cfs_period_us").write_text("100000\n")
+    (own / "cpu.stat").write_text("nr_periods 10\nnr_throttled 2\nthrottled_time 5000\n")
+    (own / "cpuacct.usage").write_text("3000000000\n")
+    assert spare_cpu._cgroup_dir(proc, tmp_path) == own  # on the host: the path /proc names
+    assert spare_cpu._quota_cores(own) == 0.5 and spare_cpu._usage_s(own) == 3.0
+    # cpu and cpuacct mounted apart (as on this project's CI machines): the usage from cpuacct's directory
+    proc.write_text("2:cpuacct:/job\n1:cpu:/job\n")
+    (tmp_path / "cpu" / "job").mkdir(parents=True)
+    (tmp_path / "cpu" / "job" / "cpu.cfs_quota_us").write_text("150000\n")
+    (tmp_path / "cpu" / "job" / "cpu.cfs_period_us").write_text("100000\n")
+    (tmp_path / "cpuacct" / "job").mkdir(parents=True)
+    (tmp_path / "cpuacct" / "job" / "cpuacct.usage").write_text("2500000000\n")
+    cpu = spare_cpu._cgroup_dir(proc, tmp_path)
+    accounting = spare_cpu._cgroup_dir(proc, tmp_path, "cpuacct")
+    assert (cpu, accounting) == (tmp_path / "cpu" / "job", tmp_path / "cpuacct" / "job")
+    assert spare_cpu._quota_cores(cpu) == 1.5 and spare_cpu._usage_s(cpu, accounting) == 2.5
+
+
+def test_a_cgroup_v2_directory_is_found_by_its_path_or_at_the_root(tmp_path: Path) -> None:
+    proc = tmp_path / "proc_cgroup"
+    proc.write_text("0::/user.slice/job.scope\n")
+    assert spare_cpu._cgroup_dir(proc, tmp_path) is None  # no cpu controller anywhere
+    (tmp_path / "cpu.max").write_text("max 100000\n")
+    assert spare_cpu._cgroup_dir(proc, tmp_path) == tmp_path
+    own = tmp_path / "user.slice" / "job.scope"
+    own.mkdir(parents=True)
+    (own / "cpu.max").write_text("200000 100000\n")
+    assert spare_cpu._cgroup_dir(proc, tmp_path) == own and spare_cpu._quota_cores(own) == 2.0
+
+
 @pytest.mark.parametrize("spare, imported", [([2.0, 2.0], ["ahead_one", "ahead_two"]),
                                              ([2.0, 0.0, 2.0], ["ahead_one"]), ([0.0, 2.0], [])])
 def test_the_import_thread_stops_at_the_first_module_without_a_spare_core(
