@@ -40,7 +40,7 @@ from search.errors import BadInput, exit_bad_input
 from search.measure import fingerprint
 from search.reports.choose import best, candidates, key, measured_ok
 from search.sweep.constraints import parse_constraints
-from search.sweep.answer import ACCURACY, ANSWER_ATTR, THROUGHPUT, Answer, Contender, eligible
+from search.sweep.answer import ACCURACY, ANSWER_ATTR, THROUGHPUT, Answer, Contender, eligible, seed_differences
 from search.sweep.baseline import accuracy_floor, baseline_accuracy, baseline_trials, recorded_tolerance
 from search.sweep.fixed_config import CONSTRAINTS_KEY, FIXED_ATTR
 from search.sweep.roles import CONFIRMATION_ROLES, NIGHTLY_ROLE_ATTR, ROLE_ATTR
@@ -240,7 +240,9 @@ def _seed_check(check: dict, tolerance: float) -> dict:
     out = {"seeds": [check["seed"] - 1, check["seed"]], "passed": bool(check["passed"]), "tolerance": tolerance}
     if "mean_val_accuracy" in check:  # an answer stored before the check took both seeds has the second only
         out.update(mean_val_accuracy=check["mean_val_accuracy"],
-                   baseline_mean_val_accuracy=check["baseline_mean_val_accuracy"])
+                   baseline_mean_val_accuracy=check["baseline_mean_val_accuracy"],
+                   # the answer's less yours at each seed: how far they differ is the check's own noise
+                   val_accuracy_difference_at_seeds=list(seed_differences(check)))
     out[f"at_seed_{check['seed']}"] = {"val_accuracy": check["val_accuracy"],
                                        "baseline_val_accuracy": check["baseline_val_accuracy"]}
     return out

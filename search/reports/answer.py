@@ -9,7 +9,7 @@ from rich.panel import Panel
 from rich.text import Text
 
 from search.reports.tables import console
-from search.sweep.answer import Answer, Idle, no_idle, panel_lines
+from search.sweep.answer import Answer, Idle, no_idle, panel_lines, seed_differences
 from search.sweep.confirm import throughput_of
 from search.sweep.reproduce import paste_line
 from search.sweep.space import to_override
@@ -25,8 +25,8 @@ def print_answer(answer: Answer, baseline_params: Mapping[str, Any], idle: Idle 
 
 def answer_metrics(answer: Answer | None) -> dict[str, float]:
     """The sweep run's metrics: the speedup over the baseline with its 95% interval, the rounds the confirmation
-    ran, both accuracies, and the second-seed check's (seed_check_*: the means over both seeds, and the second
-    seed's runs)."""
+    ran, both accuracies, and the second-seed check's (seed_check_*: the means over both seeds, the second seed's
+    runs, and the answer's accuracy less yours at each seed)."""
     if answer is None:
         return {}
     out = {"speedup_vs_baseline": answer.speedup, "confirm_rounds": float(answer.rounds_run()),
@@ -45,7 +45,10 @@ def answer_metrics(answer: Answer | None) -> dict[str, float]:
     check = answer.seed_check or {}
     if "mean_val_accuracy" in check:  # the second-seed check the answer rests on: both seeds' means, each side
         out.update(seed_check_answer_val_accuracy_mean=check["mean_val_accuracy"],
-                   seed_check_baseline_val_accuracy_mean=check["baseline_mean_val_accuracy"])
+                   seed_check_baseline_val_accuracy_mean=check["baseline_mean_val_accuracy"],
+                   # the answer's less yours at each seed: how far they differ is the check's own noise
+                   **dict(zip(("seed_check_difference_first_seed", "seed_check_difference_second_seed"),
+                              seed_differences(check))))
     if check:
         out.update(seed_check_answer_val_accuracy=check["val_accuracy"],
                    seed_check_baseline_val_accuracy=check["baseline_val_accuracy"])

@@ -210,6 +210,34 @@ def pick(confirmed: Sequence[tuple[Contender, Ratio, Mapping[int, float]]]) -> t
                                                        "then with less peak memory")
 
 
+def seed_differences(check: Mapping[str, Any] | None) -> tuple[float, float] | None:
+    """The answer's val_accuracy less your configuration's at each of the second-seed check's (Answer.seed_check)
+    two seeds, from its figures; None without a two-seed check. How far the two differ is the check's own noise,
+    from your sweep: a model pruned by half here lost 1.5 points on average over 10 seeds, its differences at
+    consecutive seeds apart by up to 3 points (docs/answer.md)."""
+    check = check or {}
+    if "baseline_mean_val_accuracy" not in check:
+        return None
+    second = check["val_accuracy"] - check["baseline_val_accuracy"]
+    return 2 * (check["mean_val_accuracy"] - check["baseline_mean_val_accuracy"]) - second, second
+
+
+def seed_noise_text(answer: Answer) -> str:
+    """One line when the answer's accuracy against yours moved by more than the tolerance between the check's two
+    seeds: the check's mean then cannot resolve the tolerance ('' otherwise, and for your maths: the same model)."""
+    differences = seed_differences(answer.seed_check)
+    if differences is None or answer.your_maths or answer.is_baseline:
+        return ""
+    first, second = differences
+    apart = abs(first - second)
+    if apart <= answer.tolerance:
+        return ""
+    seed = answer.seed_check["seed"]
+    return (f"seed noise: the answer's val_accuracy less yours was {first:+.4f} at seed {seed - 1} and {second:+.4f} "
+            f"at seed {seed}, {apart / answer.tolerance:.1f}x the tolerance apart, so their mean can miss a loss of "
+            f"accuracy that size (a tighter check needs more seeds: docs/answer.md)")
+
+
 def panel_lines(answer: Answer, baseline_params: Mapping[str, Any], idle: Idle = no_idle) -> list[str]:
     """The terminal's last words (search/reports/answer.py draws them in a panel); `idle`: see changed_text."""
     lines = []
@@ -242,6 +270,8 @@ def panel_lines(answer: Answer, baseline_params: Mapping[str, Any], idle: Idle =
         else:  # an answer stored before the check took both seeds
             lines.append(f"seed {c['seed']}: val_accuracy {c['val_accuracy']:.4f} vs {c['baseline_val_accuracy']:.4f} "
                          f"({'passed' if c['passed'] else 'FAILED'})")
+        if noise := seed_noise_text(answer):
+            lines.append(noise)
     if answer.note:
         lines.append(answer.note)
     if answer.tied_with:

@@ -216,6 +216,13 @@ def test_the_panel_says_speedup_interval_and_both_accuracies():
     assert lines[0] == "batch_size=128: 1.90x your configuration (95% CI 1.80-2.00, 4 interleaved rounds)"
     assert lines[1] == "val_accuracy 0.9120 vs 0.9150 at tolerance 0.005"
     assert lines[2] == "seeds 0 and 1: mean val_accuracy 0.9110 vs 0.9135 (passed; at seed 1: 0.9100 vs 0.9120)"
+    assert len(lines) == 3  # the answer less yours: -0.003 at seed 0, -0.002 at seed 1, within the tolerance
+    noisy = Answer.from_dict({**a.to_dict(), "seed_check": {**a.seed_check, "baseline_val_accuracy": 0.9025}})
+    # yours at seed 0 0.9245, at seed 1 0.9025 (the mean 0.9135); the answer 0.912 and 0.910
+    assert panel_lines(noisy, {"batch_size": 64})[3] == (
+        "seed noise: the answer's val_accuracy less yours was -0.0125 at seed 0 and +0.0075 at seed 1, 4.0x the "
+        "tolerance apart, so their mean can miss a loss of accuracy that size (a tighter check needs more seeds: "
+        "docs/answer.md)")
     assert Answer.from_dict(a.to_dict()) == a
     workers = Answer.from_dict({**a.to_dict(), "params": {"loader.num_workers": 2}, "val_accuracy": 0.9109,
                                 "your_maths": True})
@@ -312,10 +319,14 @@ def test_the_export_writes_every_speedup_in_one_layout_and_the_seed_check():
     assert written["speedup_vs_baseline"] == {"estimate": 1.9, "ci95": [1.8, 2.0], "rounds": 4}
     assert written["seed_check"] == {"seeds": [0, 1], "passed": True, "tolerance": 0.005, "mean_val_accuracy": 0.905,
                                      "baseline_mean_val_accuracy": 0.906,
+                                     "val_accuracy_difference_at_seeds": [pytest.approx(0.0), pytest.approx(-0.002)],
                                      "at_seed_1": {"val_accuracy": 0.91, "baseline_val_accuracy": 0.912}}
     metrics = answer_metrics(faster)
     assert (metrics["seed_check_answer_val_accuracy_mean"], metrics["seed_check_baseline_val_accuracy_mean"]) == (
         0.905, 0.906)
+    # the answer 0.900 and 0.910, yours 0.900 and 0.912: the answer's less yours at each seed, beside the check
+    assert metrics["seed_check_difference_first_seed"] == pytest.approx(0.0)
+    assert metrics["seed_check_difference_second_seed"] == pytest.approx(-0.002)
     assert answer_tags(faster)["search.answer.seed_check"] == "passed"
     failed = Answer.from_dict({**faster.to_dict(), "seed_check": {**check, "passed": False}})
     assert answer_tags(failed)["search.answer.seed_check"] == "failed"
