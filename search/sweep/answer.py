@@ -213,8 +213,8 @@ def pick(confirmed: Sequence[tuple[Contender, Ratio, Mapping[int, float]]]) -> t
 def seed_differences(check: Mapping[str, Any] | None) -> tuple[float, float] | None:
     """The answer's val_accuracy less your configuration's at each of the second-seed check's (Answer.seed_check)
     two seeds, from its figures; None without a two-seed check. How far the two differ is the check's own noise,
-    from your sweep: a model pruned by half here lost 1.5 points on average over 10 seeds, its differences at
-    consecutive seeds apart by up to 3 points (docs/answer.md)."""
+    from your sweep: digits pruned by half lost 1.31 points on average over 20 seeds, with a standard deviation of
+    1.74 points from seed to seed, and cleared both the floor and the check in 3 of 10 seed pairs (docs/answer.md)."""
     check = check or {}
     if "baseline_mean_val_accuracy" not in check:
         return None

@@ -122,3 +122,14 @@ def test_epoch_restarts(tmp_path: Path) -> None:
     rows = [line for line in out.splitlines() if line.startswith("| ") and "workers" in line]
     assert [r.split("|")[1].strip() for r in rows] == ["no workers", "2 workers", "2 persistent workers"], out
     assert all(r.split("|")[7].strip().endswith("ms") for r in rows), out
+
+
+def test_seed_noise(tmp_path: Path) -> None:
+    """Your configuration and one other trained at two seeds; the table compares them at the same seeds."""
+    stored = BENCH / "data" / "seed_noise.csv"
+    before = stored.read_text()
+    out = bench("seed_noise.py", cwd=tmp_path)
+    assert "seed 0 your configuration: val_accuracy" in out and "seed 1 precision=bf16: val_accuracy" in out, out
+    row = next(line for line in out.splitlines() if line.startswith("| precision=bf16 |"))
+    assert row.count("|") == 12 and " of 2 |" in row and " of 1 |" in row, row  # floor at 2 seeds, check on 1 pair
+    assert stored.read_text() == before, "--quick must leave the stored raw values alone"
