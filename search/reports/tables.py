@@ -4,8 +4,9 @@ The front table is narrow on purpose (80 columns): the trial, the optimised
 metrics, the speedup over the baseline, and only the knobs whose value
 differs from the baseline's: the user's own configuration (trials with user
 attribute `search.trial_role` = `baseline`), else the study's first complete
-trial. Every other figure and knob is in MLflow and the report. Knob columns
-that do not fit the width are named under the table instead of squeezed.
+trial. Every other figure and knob is in MLflow and the report. When a column
+per knob does not fit the width, one wrapped column lists what each row
+changes instead, so no knob is left out.
 """
 from __future__ import annotations
 
@@ -198,16 +199,16 @@ def front_table(study: optuna.Study, metric_names: Sequence[str], width: int | N
     every = list(trials[0].params) if trials else []
     knobs = differing_knobs(trials, reference, idle, answer.get("params"))
     used = _width([str(c.header) for c in table.columns], rows)
-    shown: list[str] = []
-    for key in knobs:  # as many knob columns, in order, as fit next to the fixed ones
-        extra = _width([knob_label(key, every)], [[fmt(t.params.get(key, ""))] for t in trials]) - 1
-        if used + extra > width:
-            break
-        shown.append(key)
-        used += extra
-    left_out = knobs[len(shown):]
+    extra = [_width([knob_label(key, every)], [[fmt(t.params.get(key, ""))] for t in trials]) - 1 for key in knobs]
+    # A column per knob when every knob that differs fits; else one column of what each row changes, wrapped,
+    # so that no knob is left out (at 80 columns the knob columns showed the loader's and left out the
+    # precision and model pruning that explained the accuracy column)
+    as_columns = used + sum(extra) <= width
+    shown = knobs if as_columns else []
     for key in shown:
         table.add_column(knob_label(key, every), no_wrap=True)
+    if not as_columns:
+        table.add_column("changes" if reference is not None else "configuration", overflow="fold")
     for row, t in zip(rows, trials):
         cells = []
         for key in shown:
@@ -215,6 +216,8 @@ def front_table(study: optuna.Study, metric_names: Sequence[str], width: int | N
             same = reference is not None and \
                 _effective(t.params, key, idle) == _effective(reference.params, key, idle)
             cells.append(f"[dim]{value}[/dim]" if same or value == NO_EFFECT else value)
+        if not as_columns:
+            cells.append(escape(_changes(t.params, reference, knobs, every, idle)) or "[dim]none[/dim]")
         table.add_row(*row, *cells)
     notes = ["* the answer" + (", in the last row: not on the front (a front row's figures beat its own here; the "
                                "answer panel says why it is the answer)"
@@ -227,15 +230,23 @@ def front_table(study: optuna.Study, metric_names: Sequence[str], width: int | N
                      ("; the answer panel's speedups pair the confirmation's interleaved rounds"
                       if answer.get("rounds") or answer.get("confirm_rounds") else ""))
     if reference is not None:
-        notes.append(f"knobs shown: those that differ from {called}" +
+        notes.append((f"knobs shown: those that differ from {called}" if as_columns else
+                      f"changes: the knobs each row sets otherwise than {called}") +
                      (f" ({escape(_pairs(reference.params, every))})" if knobs else ", none do"))
     if any(_effective(t.params, k, idle) == NO_EFFECT for t in trials for k in shown if k in t.params):
         notes.append(f"{NO_EFFECT}: without effect beside the row's other values (persistent workers without workers)")
-    if left_out:
-        notes.append(f"also differ, not shown at this width: {', '.join(left_out)}")
     notes.append("every metric and knob: MLflow and the report")
     heading = f"[bold]{title} of study {escape(repr(study.study_name))}[/bold] ({len(trials) - len(off_front)} trials)"
     return Group(heading, table, *(f"[dim]{note}[/dim]" for note in notes))
+
+
+def _changes(params: Mapping[str, Any], reference: FrozenTrial | None, knobs: Sequence[str], every: Sequence[str],
+             idle: Idle) -> str:
+    """A row's knobs that differ from `reference` (all of `knobs` without one), in `knobs`' order; a value the
+    row's other values leave without effect is no change (persistent workers without workers)."""
+    return " ".join(f"{knob_label(k, every)}={fmt(params[k])}" for k in knobs if k in params and (
+        reference is None or (_effective(params, k, idle) != _effective(reference.params, k, idle)
+                              and _effective(params, k, idle) != NO_EFFECT)))
 
 
 def _pairs(params: Mapping[str, Any], every: Sequence[str]) -> str:

@@ -54,6 +54,20 @@ def flat(text: str) -> str:
     return " ".join(text.split())
 
 
+def _last_column(lines: list[str]) -> dict[str, str]:
+    """The front table's last column by trial, its wrapped lines joined (a row continues while its trial cell is
+    empty)."""
+    cells: dict[str, str] = {}
+    trial = ""
+    for line in lines:
+        if not line.startswith("│"):
+            continue
+        parts = [p.strip() for p in line.strip("│").split("│")]
+        trial = parts[0] or trial
+        cells[trial] = " ".join(x for x in (cells.get(trial, ""), parts[-1]) if x)
+    return cells
+
+
 def _render(renderable, width: int) -> list[str]:
     out = Console(width=width, record=True, force_terminal=False, color_system=None)
     out.print(renderable)
@@ -139,14 +153,20 @@ def test_the_front_shows_metrics_speedup_and_the_knobs_that_differ_from_the_base
     assert re.search(r"samples/s ↑ .* val acc ↑ .* vs base", header), header
     assert "persistent_workers" not in header and "devices" not in header  # the same as the baseline's
     assert "18,234" in text and "0.9612" in text and "17.88x" in text  # 18,234.5 / median(1000, 1040)
-    assert "differ from the baseline (batch_size=64 num_workers=0 persistent_workers=False" in flat(text)
+    assert "the baseline (batch_size=64 num_workers=0 persistent_workers=False" in flat(text)
     # those that change the model's maths first (they explain the accuracy column), then the speed-only ones
     differing = ["batch_size", "precision", "model_pruning.ratio", "loader.num_workers", "parallel.threads"]
-    shown = [k for k in differing if k.split(".")[-1] in header]  # in that order, as many as fit
-    assert shown == differing[:{80: 3, 100: 4, 200: 5}[width]]
-    if len(shown) < len(differing):
-        assert f"also differ, not shown at this width: {', '.join(differing[len(shown):])}" in flat(text)
-    assert "MLflow and the report" in text
+    if width == 200:  # a column per knob, in that order
+        assert [k for k in differing if k.split(".")[-1] in header] == differing
+        assert "knobs shown: those that differ from the baseline" in flat(text)
+    else:  # not all fit: one column of each row's changes, wrapped, none left out (at 80 columns the knob
+        # columns kept the first 3 and named the others under the table)
+        assert "changes" in header and "batch_size" not in header
+        assert list(_last_column(lines).values()) == [
+            "batch_size=256 precision=bf16 num_workers=2", "batch_size=128 precision=bf16 ratio=0.25",
+            "batch_size=32 threads=2"], text
+        assert "changes: the knobs each row sets otherwise than the baseline" in flat(text)
+    assert "not shown" not in flat(text) and "MLflow and the report" in text
 
 
 def test_a_knob_without_effect_is_no_difference_and_shows_as_such() -> None:
@@ -176,9 +196,11 @@ def test_a_knob_without_effect_is_no_difference_and_shows_as_such() -> None:
     study.set_user_attr("search.answer", {"params": {**USER, "loader.num_workers": 2,
                                                      "loader.persistent_workers": True}, "trials": [2]})
     lines = _render(front_table(study, METRICS, 80, space.unused), 80)
-    header = next(line for line in lines if "trial" in line and "samples/s" in line)
-    assert re.search(r"num_workers .* persistent_workers", header), header
-    assert "also differ, not shown at this width: model_pruning.ratio" in flat("\n".join(lines))
+    # at 80 columns, one column of changes, the answer's knobs first; persistent workers beside no workers is no
+    # change, and the model pruning that explains the accuracy is there (the knob columns had left it out)
+    assert _last_column(lines) == {"1": "ratio=0.5", "2 *": "num_workers=2 persistent_workers=True"}, lines
+    body = flat("\n".join(lines))
+    assert "not shown" not in body and "–" not in body
 
 
 def test_the_front_leaves_out_other_seeds_and_shows_a_configuration_once() -> None:
