@@ -51,13 +51,10 @@ def measure(configs: list[str], seeds: list[int], overrides: list[str], out: Pat
     from search.trial.isolate import run_isolated
 
     accuracy: dict[str, list[float]] = {name: [] for name in [YOURS, *configs]}
-    writer = None
-    if out is not None:
-        new = not out.exists()
-        f = out.open("a", newline="")
-        writer = csv.writer(f)
-        if new:
-            writer.writerow(["config", "seed", "val_accuracy", "trial_wall_s"])
+    f = out.open("a", newline="") if out is not None else None
+    writer = csv.writer(f) if f is not None else None
+    if writer is not None and out.stat().st_size == 0:
+        writer.writerow(["config", "seed", "val_accuracy", "trial_wall_s"])
     for seed in seeds:
         for name in accuracy:
             cfg = compose(overrides + ([] if name == YOURS else name.split()) + [f"train.seed={seed}"])
@@ -73,7 +70,7 @@ def measure(configs: list[str], seeds: list[int], overrides: list[str], out: Pat
             if writer is not None:
                 writer.writerow([name, seed, f"{m['val_accuracy']:.6f}", f"{m.get('trial_wall_s', 0):.2f}"])
                 f.flush()
-    if writer is not None:
+    if f is not None:
         f.close()
     return accuracy
 
@@ -91,10 +88,10 @@ def paired(yours: list[float], theirs: list[float], seeds: list[int], tolerance:
     sd = statistics.stdev(d) if len(d) > 1 else 0.0
     two_seed_sd = sd / math.sqrt(2)
     pairs = [(i, i + 1) for i in range(0, len(d) - 1, 2) if seeds[i + 1] == seeds[i] + 1]
+    varies = len(d) > 2 and sd > 0 and len(set(yours)) > 1 and len(set(theirs)) > 1  # else no correlation
     return {
         "mean_difference": statistics.mean(d), "sd_difference": sd,
-        "correlation": statistics.correlation(yours, theirs) if len(d) > 2 and sd > 0 and len(set(yours)) > 1
-        and len(set(theirs)) > 1 else None,
+        "correlation": statistics.correlation(yours, theirs) if varies else None,
         "equal_fails": _below(-tolerance / two_seed_sd) if two_seed_sd > 0 else 0.0,
         "loss_passes": _below(-(LOSS - tolerance) / two_seed_sd) if two_seed_sd > 0 else 0.0,
         "floor_cleared": sum(x >= -tolerance for x in d), "seeds": len(d),
