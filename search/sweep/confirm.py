@@ -253,6 +253,10 @@ def confirm(run: SweepRun, run_trials: RunTrials, base_params: dict[str, Any], s
     base_run_s = run_cost_s(study, base_params, run.staging, train)  # a round's run of each, from its own trials
     run_s = [run_cost_s(study, c.params, run.staging, train) for c in within]
     check_s = [run_cost_s(study, c.params, False) for c in within]
+    if seed is not None and base_accuracy is not None and _accuracy_at(study, base_params, seed + 1) is None:
+        # the check trains your configuration at the next seed too when no run of it ended ok there
+        # (hydra.sweeper.baseline_repeats=1): the estimate and the budget count it (they left it out before)
+        check_s = [s + run_cost_s(study, base_params, False) for s in check_s]
     contenders = within_budget(within, base_run_s, run_s, check_s, budget_s)
     run_s, check_s = run_s[:len(contenders)], check_s[:len(contenders)]
 
@@ -558,6 +562,14 @@ def within_budget(contenders: list[Contender], base_run_s: float, run_s: list[fl
     return contenders[:kept]
 
 
+def _accuracy_at(study: optuna.Study, params: Mapping[str, Any], seed: int) -> float | None:
+    """The median val_accuracy of the configuration's runs at train.seed `seed` (SEED_ATTR) that ended ok."""
+    found = [t.user_attrs["metrics"][ACCURACY] for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+             if t.user_attrs.get(SEED_ATTR) == seed and key(t.params) == key(params)
+             and t.user_attrs.get("outcome") == "ok" and ACCURACY in t.user_attrs.get("metrics", {})]
+    return statistics.median(found) if found else None
+
+
 def _seed_check(run: SweepRun, run_trials: RunTrials, params: Mapping[str, Any], base_params: Mapping[str, Any],
                 seed: int, at_seed: tuple[float, float]) -> dict[str, Any] | None:
     """Train `params` to the end at seed + 1; compare the mean of its val_accuracy at both seeds with the
@@ -565,10 +577,7 @@ def _seed_check(run: SweepRun, run_trials: RunTrials, params: Mapping[str, Any],
     study, at = run.study, seed + 1
 
     def accuracy(p: Mapping[str, Any]) -> float | None:
-        found = [t.user_attrs["metrics"][ACCURACY] for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-                 if t.user_attrs.get(SEED_ATTR) == at and key(t.params) == key(p) and t.user_attrs.get("outcome") == "ok"
-                 and ACCURACY in t.user_attrs.get("metrics", {})]
-        return statistics.median(found) if found else None
+        return _accuracy_at(study, p, at)
 
     wanted = [p for p in (base_params, params) if accuracy(p) is None]
     for p in wanted:
