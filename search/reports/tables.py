@@ -242,11 +242,14 @@ def front_table(study: optuna.Study, metric_names: Sequence[str], width: int | N
 
 def _changes(params: Mapping[str, Any], reference: FrozenTrial | None, knobs: Sequence[str], every: Sequence[str],
              idle: Idle) -> str:
-    """A row's knobs that differ from `reference` (all of `knobs` without one), in `knobs`' order; a value the
-    row's other values leave without effect is no change (persistent workers without workers)."""
+    """A row's knobs that differ from `reference` (all of `knobs` without one), in `knobs`' order. No change: a
+    value the row's other values leave without effect (persistent workers without workers), nor the reference's
+    own value where only the reference left it without effect (no persistent workers beside workers, against
+    none beside no workers)."""
     return " ".join(f"{knob_label(k, every)}={fmt(params[k])}" for k in knobs if k in params and (
         reference is None or (_effective(params, k, idle) != _effective(reference.params, k, idle)
-                              and _effective(params, k, idle) != NO_EFFECT)))
+                              and _effective(params, k, idle) != NO_EFFECT
+                              and params[k] != reference.params.get(k))))
 
 
 def _pairs(params: Mapping[str, Any], every: Sequence[str]) -> str:

@@ -199,6 +199,11 @@ def test_a_knob_without_effect_is_no_difference_and_shows_as_such() -> None:
     # at 80 columns, one column of changes, the answer's knobs first; persistent workers beside no workers is no
     # change, and the model pruning that explains the accuracy is there (the knob columns had left it out)
     assert _last_column(lines) == {"1": "ratio=0.5", "2 *": "num_workers=2 persistent_workers=True"}, lines
+    # workers without persistent ones, against your configuration's none: persistent_workers=False is yours,
+    # no change (the CI's README sweep listed it)
+    _add(study, {**USER, "loader.num_workers": 2, "model_pruning.ratio": 0.25}, 2500.0, 0.95)
+    lines = _render(front_table(study, METRICS, 80, space.unused), 80)
+    assert _last_column(lines)["3"] == "num_workers=2 ratio=0.25", lines  # the answer's knobs first
     body = flat("\n".join(lines))
     assert "not shown" not in body and "–" not in body
 
