@@ -112,7 +112,7 @@ def render(command: str, accuracy: dict[str, list[float]], seeds: list[int], ove
              f"Date: {dt.date.today().isoformat()}; {wall_s / 60:.0f} min; load average (1, 5, 15 min) {load[0]} "
              f"before, {load[1]} after (the accuracy does not depend on the load: each run is deterministic at "
              f"its seed)  ",
-             f"Runs: the default digits objective{' with ' + ' '.join(overrides) if overrides else ''}, every "
+             f"Runs: conf/'s configuration{' with ' + ' '.join(overrides) if overrides else ' (the digits objective)'}, every "
              f"configuration trained whole at `train.seed` {seeds[0]} to {seeds[-1]} ({len(seeds)} seeds), "
              f"interleaved seed by seed; raw values in `scripts/bench/data/seed_noise.csv`", "",
              "| configuration | val_accuracy mean | sd (points) | range | vs yours at the same seed: mean "

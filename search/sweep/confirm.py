@@ -575,15 +575,11 @@ def _seed_check(run: SweepRun, run_trials: RunTrials, params: Mapping[str, Any],
     """Train `params` to the end at seed + 1; compare the mean of its val_accuracy at both seeds with the
     baseline's (`at_seed`: the contender's and the baseline's at the study's seed)."""
     study, at = run.study, seed + 1
-
-    def accuracy(p: Mapping[str, Any]) -> float | None:
-        return _accuracy_at(study, p, at)
-
-    wanted = [p for p in (base_params, params) if accuracy(p) is None]
+    wanted = [p for p in (base_params, params) if _accuracy_at(study, p, at) is None]
     for p in wanted:
         enqueue(study, dict(p), "seed_check", seed=at)
     run_trials(len(wanted))
-    ours, theirs = accuracy(params), accuracy(base_params)
+    ours, theirs = _accuracy_at(study, params, at), _accuracy_at(study, base_params, at)
     if ours is None or theirs is None:
         return None
     mean, base_mean = (at_seed[0] + ours) / 2, (at_seed[1] + theirs) / 2
