@@ -12,6 +12,8 @@ measurement resumes where it stopped.
     python scripts/bench/measure_grid.py --quick --out DIR   # 2 tiny configurations, < 30 s
     python scripts/bench/measure_grid.py --grid digits_lr_grid --works --passes 3   # -> digits_lr_grid.works.*
     python scripts/bench/measure_grid.py --grid digits_lr_grid --seeds 1 2   # -> digits_lr_grid.seeds.*
+    python scripts/bench/measure_grid.py --grid digits_long_grid --seeds 0 1 2   # its models (it has no cell table)
+    python scripts/bench/measure_grid.py --grid digits_long_grid --works --passes 3   # then its works
 
 `--works` times each amount of work of a grid instead: its configurations
 less the knobs that change only the maths (the learning rate), run
@@ -70,13 +72,35 @@ LR_SPACE = {
     "model_pruning.ratio": "choice(0.0, 0.25, 0.5, 0.75)",
     "precision": "choice(fp32, bf16)",
 }
-GRIDS = {"digits_grid": (SPACE, BUDGET_OVERRIDES), "digits_lr_grid": (LR_SPACE, BUDGET_OVERRIDES)}
+# A third grid whose accuracy one model's seed-to-seed noise does not decide. At 3,000 samples a model's
+# val_accuracy moves by 3-4 points (sd) between training seeds, six times the sweep's tolerance (0.5 points), so the
+# two grids above rank their cells near the floor by the seeds' luck; at 20,000 samples (about 14 epochs of digits)
+# the same models sit near 0.99 and move by a few of the 360 validation samples. Measured by parts, because a
+# cell's accuracy depends only on its maths and its throughput only on its work: every model (the grid less its
+# speed-only knobs) trained whole at a few seeds (`--seeds`), every work timed throughput-only (`--works`);
+# search_efficiency.py composes the cells. Learning rate (its best in the middle, and it moves with the batch
+# size), three batch sizes, model pruning, both CPU precisions; loader workers and threads, speed only: 360
+# configurations, 60 models, 72 works.
+LONG_SPACE = {
+    "batch_size": "choice(64, 128, 256)",
+    "optim.lr": "choice(0.001, 0.002, 0.005, 0.01, 0.02)",
+    "model_pruning.ratio": "choice(0.0, 0.5)",
+    "precision": "choice(fp32, bf16)",
+    "loader.num_workers": "choice(0, 1, 2)",
+    "parallel.threads": "choice(1, 2)",
+}
+LONG_OVERRIDES = ["train.budget_samples=20000"]
+GRIDS = {"digits_grid": (SPACE, BUDGET_OVERRIDES), "digits_lr_grid": (LR_SPACE, BUDGET_OVERRIDES),
+         "digits_long_grid": (LONG_SPACE, LONG_OVERRIDES)}
+# Grids measured by parts only (models at seeds, works timed): no table of whole cells.
+BY_PARTS = frozenset({"digits_long_grid"})
 QUICK_OVERRIDES = ["train.budget_samples=320", "train.warmup_steps=1", "train.window_steps=2"]
 QUICK_SPACE = {"batch_size": "choice(32, 64)"}
 # Knobs that change the maths but not the work a step does: the learning rate scales the same update.
 WORK_NEUTRAL = frozenset({"optim.lr"})
 WORK_METRICS = ["throughput_samples_per_s", "throughput_cv", "train_wall_s", "trial_wall_s"]
-SEED_METRICS = ["val_accuracy", "val_loss", "trial_wall_s"]
+# a model's own throughput and times too: a grid measured by parts scales its training time to each work's speed
+SEED_METRICS = ["val_accuracy", "val_loss", "trial_wall_s", "throughput_samples_per_s", "train_wall_s", "eval_wall_s"]
 METRICS = ["throughput_samples_per_s", "val_accuracy", "val_loss", "throughput_cv", "train_wall_s", "eval_wall_s",
            "trial_wall_s"]
 
@@ -130,9 +154,12 @@ def measure(space: dict[str, str], overrides: list[str], table: Path, passes: in
             if (str(p), *(str(c[k]) for k in keys)) not in seen]
     print(f"{len(done)} measurements done already, {len(todo)} to go", flush=True)
     new = not table.exists()
+    fields = [*keys, column, "outcome", "reason", *metrics, "load_avg_1min", "other_cores_during"]
+    if not new:  # rows added to a table an earlier run wrote keep its columns (seeds tables before the times)
+        with table.open() as f:
+            fields = next(csv.reader(f))
     with table.open("a", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=[*keys, column, "outcome", "reason", *metrics, "load_avg_1min",
-                                               "other_cores_during"])
+        writer = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore")
         if new:
             writer.writeheader()
         for i, (number, config) in enumerate(todo, 1):
@@ -198,6 +225,10 @@ def main(argv: list[str]) -> int:
     if args.works and args.seeds:
         parser.error(f"--works times the work and --seeds trains the models: one at a time, not both "
                      f"(got --works and --seeds {' '.join(map(str, args.seeds))}); run them one after the other")
+    if args.grid in BY_PARTS and not (args.works or args.seeds):
+        parser.error(f"{args.grid} is measured by parts, its models at seeds and its works timed, not cell by cell "
+                     f"(got --grid {args.grid} alone); run --grid {args.grid} --seeds 0 1 2, then --grid "
+                     f"{args.grid} --works --passes 3")
     space, overrides = GRIDS[args.grid]
     space = QUICK_SPACE if args.quick else space
     space = work_space(space) if args.works else maths_space(space) if args.seeds else space

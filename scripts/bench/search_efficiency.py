@@ -52,7 +52,7 @@ reaches the target at the floor; the seconds those trials would have taken
 training time up to the end of its probe); the hypervolume of the
 (throughput, accuracy) front after 10 trials, as a fraction of the whole grid's.
 
-    python scripts/bench/search_efficiency.py            # both stored grids, 30 seeds -> docs/BENCHMARKS.md
+    python scripts/bench/search_efficiency.py            # the three stored grids, 30 seeds -> docs/BENCHMARKS.md
     python scripts/bench/search_efficiency.py --quick    # 2 seeds, 3 strategies, at most 8 trials
 """
 from __future__ import annotations
@@ -76,7 +76,7 @@ sys.path.insert(0, str(REPO))
 from benchdoc import load_averages, update_summary, write_section  # noqa: E402
 
 DATA = Path(__file__).resolve().parent / "data"
-TABLES = [DATA / "digits_grid.csv", DATA / "digits_lr_grid.csv"]
+TABLES = [DATA / "digits_grid.csv", DATA / "digits_lr_grid.csv", DATA / "digits_long_grid.csv"]
 SECTION = "## Search efficiency"
 OPTIMISED_METRICS = ["throughput_samples_per_s", "val_accuracy"]
 DIRECTIONS = ["maximize", "maximize"]
@@ -153,9 +153,12 @@ def key_of(params: dict, keys: list[str]) -> tuple:
 
 def load_table(csv_path: Path) -> Table:
     """One result per configuration: of its measurements, the fastest (other
-    jobs on the machine only ever slow a run down)."""
-    from measure_grid import METRICS, grid
+    jobs on the machine only ever slow a run down). A grid measured by parts
+    (measure_grid.BY_PARTS) has no table of cells: composed from its parts."""
+    from measure_grid import BY_PARTS, METRICS, grid
 
+    if csv_path.stem in BY_PARTS:
+        return composed_table(csv_path)
     meta = json.loads(csv_path.with_suffix(".json").read_text())
     space = meta["space"]
     with csv_path.open() as f:
@@ -176,6 +179,68 @@ def load_table(csv_path: Path) -> Table:
         meta = {**meta, "seeds": json.loads(seeds.with_suffix(".json").read_text())}
     return Table(csv_path.stem, space, results, order, meta, load_works(works) if works.exists() else None,
                  load_seeds(seeds) if seeds.exists() else None)
+
+
+def composed_table(csv_path: Path) -> Table:
+    """A grid measured by parts as a table of cells: each cell's outcome and throughput its work's (the fastest
+    pass that ran ok; a work no pass ran ok: its last pass's outcome), its accuracy its model's at training seed 0
+    (the other seeds go to seed_accuracy, as for a grid with a cell table), its training time the model's scaled
+    from the model's own throughput (measured at the speed-only knobs' conf/ values) to the work's, its trial time
+    the model's less its training time plus that."""
+    from measure_grid import grid
+
+    works_path = csv_path.with_name(csv_path.stem + ".works.csv")
+    seeds_path = csv_path.with_name(csv_path.stem + ".seeds.csv")
+    missing = [p.name for p in (seeds_path, works_path) if not p.exists()]
+    if missing:
+        raise SystemExit(f"search_efficiency: {csv_path.stem} is measured by parts and needs both; got "
+                         f"{', '.join(missing)} missing; fix: python scripts/bench/measure_grid.py --grid "
+                         f"{csv_path.stem} --seeds 0 1 2, then the same with --works --passes 3")
+    works_meta = json.loads(works_path.with_suffix(".json").read_text())
+    seeds_meta = json.loads(seeds_path.with_suffix(".json").read_text())
+    # the grid's space: its models' knobs, then its works' others (measure_grid.py keeps the grid's order in both)
+    space = {**seeds_meta["space"], **works_meta["space"]}
+    overrides = seeds_meta["overrides"]
+    model_keys, work_keys = list(seeds_meta["space"]), list(works_meta["space"])
+    speed = load_works(works_path)
+    last_pass: dict[tuple, dict] = {}
+    with works_path.open() as f:
+        for r in csv.DictReader(f):
+            last_pass[key_of(r, work_keys)] = r
+    models: dict[tuple, dict] = {}
+    with seeds_path.open() as f:
+        for r in csv.DictReader(f):
+            if r["outcome"] == "ok" and r["seed"] == "0":
+                models[key_of(r, model_keys)] = r
+    from omegaconf import OmegaConf
+
+    from search.paths import conf_dir
+
+    cfg = OmegaConf.load(conf_dir() / "config.yaml")
+    own_work = {k: OmegaConf.select(cfg, k) for k in work_keys if k not in model_keys}
+    results: dict[tuple, dict] = {}
+    for cell in grid(space):
+        work, model = key_of(cell, work_keys), key_of(cell, model_keys)
+        if model not in models:
+            continue  # a model that never trained at seed 0: not a cell of the grid
+        if work not in speed:
+            r = last_pass.get(work, {"outcome": "failed", "reason": "not timed"})
+            results[key_of(cell, list(space))] = {"outcome": r["outcome"], "reason": r["reason"], "metrics": {}}
+            continue
+        m = models[model]
+        model_work = key_of({**cell, **own_work}, work_keys)
+        model_speed = speed.get(model_work, float(m["throughput_samples_per_s"]))
+        train_s = float(m["train_wall_s"]) * model_speed / speed[work]
+        results[key_of(cell, list(space))] = {"outcome": "ok", "reason": "", "metrics": {
+            "throughput_samples_per_s": speed[work], "val_accuracy": float(m["val_accuracy"]),
+            "val_loss": float(m["val_loss"]), "train_wall_s": train_s, "eval_wall_s": float(m["eval_wall_s"]),
+            "trial_wall_s": float(m["trial_wall_s"]) - float(m["train_wall_s"]) + train_s}}
+    order = [c for c in grid(space) if key_of(c, list(space)) in results]
+    meta = {"command": f"{seeds_meta['command']}; {works_meta['command']}", "space": space, "overrides": overrides,
+            "date": seeds_meta["date"], "wall_s": seeds_meta["wall_s"] + works_meta["wall_s"],
+            "machine": seeds_meta["machine"], "by_parts": True, "works": works_meta, "seeds": seeds_meta}
+    others = {k: {s: a for s, a in by_seed.items() if s != 0} for k, by_seed in load_seeds(seeds_path).items()}
+    return Table(csv_path.stem, space, results, order, meta, speed, others)
 
 
 def load_works(path: Path) -> dict[tuple, float]:
@@ -536,14 +601,27 @@ def render_table(table: Table, baseline: dict, floor: float, target: float, rows
     base = table.results[key_of(baseline, list(table.space))]["metrics"]
     ratio, met = verdict(rows)
     d, r = rows["default"], rows["random"]
+    space_text = (f"{len(table.results)} configurations ({ok} ran ok), "
+                  + ", ".join(f"`{k}={v}`" for k, v in table.space.items()))
     return [
         f"### {label(table)}", "",
-        f"Table: `scripts/bench/data/{table.name}.csv` (+ `.json`: command, machine, date, load), measured by "
-        f"`{meta['command']}` on {meta['date'][:10]} ({meta['wall_s'] / 60:.0f} min) with "
-        f"`{' '.join(meta['overrides'])}`: {len(table.results)} configurations ({ok} ran ok), "
-        + ", ".join(f"`{k}={v}`" for k, v in table.space.items()) + "  ",
+        (f"Measured by parts (no table of cells): {space_text}, at `{' '.join(meta['overrides'])}`. Models: "
+         f"`scripts/bench/data/{table.name}.seeds.csv` (+ `.json`), `{meta['seeds']['command']}` on "
+         f"{meta['seeds']['date'][:10]} ({meta['seeds']['wall_s'] / 60:.0f} min): every model (the grid less its "
+         f"speed-only knobs) trained whole at training seeds {', '.join(map(str, training_seeds(table)))}. "
+         f"Works: `scripts/bench/data/{table.name}.works.csv` (+ `.json`), `{meta['works']['command']}` on "
+         f"{meta['works']['date'][:10]} ({meta['works']['wall_s'] / 60:.0f} min): every work (the grid less the "
+         f"learning rate) throughput-only, each pass in a shuffled order  "
+         if meta.get("by_parts") else
+         f"Table: `scripts/bench/data/{table.name}.csv` (+ `.json`: command, machine, date, load), measured by "
+         f"`{meta['command']}` on {meta['date'][:10]} ({meta['wall_s'] / 60:.0f} min) with "
+         f"`{' '.join(meta['overrides'])}`: {space_text}  "),
         f"Machine: {meta['machine']}  ",
-        ("Read by what each knob can change (`denoised`): a cell's val_accuracy is "
+        ("A cell: its model's val_accuracy, " + ("the mean over the training seeds" if meta.get("denoised") else
+                                                  "at training seed 0 alone (`--as-measured`)")
+         + "; its work's throughput, the fastest pass; its trial_wall_s its model's, the training time scaled to "
+           "that throughput  " if meta.get("by_parts") else
+         "Read by what each knob can change (`denoised`): a cell's val_accuracy is "
          + (seeds_text(table, meta["seeds"]) if table.seed_accuracy is not None else
             "the median of the cells of its maths (they differ only in speed-only knobs)") + ", its throughput "
          + (works_text(table, meta["works"]) if table.work_speed is not None else

@@ -13,6 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from conftest import REPO, pythonpath
 
 BENCH = REPO / "scripts" / "bench"
@@ -53,7 +54,7 @@ def test_grid_then_replay(tmp_path: Path) -> None:
     with (tmp_path / "grid" / "digits_grid.seeds.csv").open() as f:
         at_seed = list(csv.DictReader(f))
     assert sorted((r["batch_size"], r["seed"]) for r in at_seed) == [("32", "1"), ("64", "1")], at_seed
-    assert all(0 <= float(r["val_accuracy"]) <= 1 and "throughput_samples_per_s" not in r for r in at_seed)
+    assert all(0 <= float(r["val_accuracy"]) <= 1 and float(r["train_wall_s"]) > 0 for r in at_seed)
     bench("measure_grid.py", "--seeds", "2", "--out", str(tmp_path / "grid"), cwd=tmp_path)  # adds to the table
     meta = json.loads((tmp_path / "grid" / "digits_grid.seeds.json").read_text())
     assert meta["seeds"] == [1, 2] and meta["command"].count("measure_grid.py --quick --seeds") == 2, meta
@@ -76,6 +77,44 @@ def test_grid_then_replay(tmp_path: Path) -> None:
         assert "baseline {'batch_size': 64" in text  # conf/config.yaml's batch size: trial 0 of every replay
     # a grid of 2 configurations: Hydra's order needs 1 or 2 trials, never more
     assert numbers_after(next(l for l in tiny.splitlines() if l.startswith("hydra grid order")), "max") <= 2
+
+
+def test_grid_by_parts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A grid measured by parts (its models at seeds, its works timed) has no table of cells: the replay composes
+    them, each cell's accuracy from its model and its throughput from its work; measuring it cell by cell is
+    refused with the commands that measure it."""
+    env = {**os.environ, "PYTHONPATH": pythonpath()}
+    whole = subprocess.run([sys.executable, str(BENCH / "measure_grid.py"), "--quick", "--grid", "digits_long_grid",
+                            "--out", str(tmp_path / "grid")], cwd=tmp_path, env=env, text=True, capture_output=True)
+    assert whole.returncode == 2 and "--grid digits_long_grid --seeds 0 1 2" in whole.stderr, whole.stderr
+    assert not (tmp_path / "grid" / "digits_long_grid.csv").exists()
+    bench("measure_grid.py", "--grid", "digits_long_grid", "--seeds", "0", "1", "--out", str(tmp_path / "grid"),
+          cwd=tmp_path)
+    missing = subprocess.run([sys.executable, str(BENCH / "search_efficiency.py"), "--quick", "--table",
+                              str(tmp_path / "grid" / "digits_long_grid.csv")], cwd=tmp_path, env=env, text=True,
+                             capture_output=True)
+    assert missing.returncode != 0 and "digits_long_grid.works.csv missing" in missing.stderr, missing.stderr
+    bench("measure_grid.py", "--grid", "digits_long_grid", "--works", "--out", str(tmp_path / "grid"), cwd=tmp_path)
+    with (tmp_path / "grid" / "digits_long_grid.seeds.csv").open() as f:
+        models = list(csv.DictReader(f))
+    with (tmp_path / "grid" / "digits_long_grid.works.csv").open() as f:
+        works = {r["batch_size"]: float(r["throughput_samples_per_s"]) for r in csv.DictReader(f)}
+    accuracy = {(r["batch_size"], r["seed"]): float(r["val_accuracy"]) for r in models}
+    assert sorted(accuracy) == [("32", "0"), ("32", "1"), ("64", "0"), ("64", "1")], models
+
+    monkeypatch.syspath_prepend(str(BENCH))
+    from search_efficiency import denoised, load_table
+
+    table = load_table(tmp_path / "grid" / "digits_long_grid.csv")
+    assert table.meta["by_parts"] and set(table.space) == {"batch_size"}, table.meta
+    for batch in ("32", "64"):
+        cell = denoised(table).results[(batch,)]["metrics"]
+        assert cell["throughput_samples_per_s"] == works[batch]
+        assert abs(cell["val_accuracy"] - (accuracy[(batch, "0")] + accuracy[(batch, "1")]) / 2) < 1e-9
+    out = bench("search_efficiency.py", "--table", str(tmp_path / "grid" / "digits_long_grid.csv"),
+                "--accuracy-floor", "0", cwd=tmp_path)
+    assert "accuracy the mean at training seeds 0 1" in out and "throughput from digits_long_grid.works.csv" in out
+    assert "default / random trials to target:" in out, out
 
 
 def test_overhead(tmp_path: Path) -> None:
