@@ -105,16 +105,19 @@ def _pct(p: float) -> str:
 
 
 def render(command: str, accuracy: dict[str, list[float]], seeds: list[int], overrides: list[str],
-           load: tuple[str, str], wall_s: float) -> str:
+           load: tuple[str, str], wall_s: float, raw_kept: bool = True) -> str:
+    """The doc's section; `raw_kept`: the raw values were written to the data file (not with --no-write)."""
     yours = accuracy[YOURS]
     lines = [f"Command: `{command}`  ",
              f"Machine: {machine_line()}  ",
              f"Date: {dt.date.today().isoformat()}; {wall_s / 60:.0f} min; load average (1, 5, 15 min) {load[0]} "
              f"before, {load[1]} after (the accuracy does not depend on the load: each run is deterministic at "
              f"its seed)  ",
-             f"Runs: conf/'s configuration{' with ' + ' '.join(overrides) if overrides else ' (the digits objective)'}, every "
+             f"Runs: conf/'s configuration"
+             f"{' with ' + ' '.join(overrides) if overrides else ' (the digits objective)'}, every "
              f"configuration trained whole at `train.seed` {seeds[0]} to {seeds[-1]} ({len(seeds)} seeds), "
-             f"interleaved seed by seed; raw values in `scripts/bench/data/seed_noise.csv`", "",
+             f"interleaved seed by seed" + ("; raw values in `scripts/bench/data/seed_noise.csv`" if raw_kept else ""),
+             "",
              "| configuration | val_accuracy mean | sd (points) | range | vs yours at the same seed: mean "
              "difference (points) | sd of the difference | correlation | check fails an equal one | check passes "
              "one a point worse | floor cleared (seeds) | floor and check cleared (pairs) |",
@@ -171,7 +174,7 @@ def main(argv: list[str]) -> int:
                      f"one a point worse {_pct(p['loss_passes'])}")
         print(text)
     command = "python scripts/bench/seed_noise.py" + "".join(f" {a}" for a in argv)
-    text = render(command, accuracy, seeds, overrides, (load_before, load_after), wall_s)
+    text = render(command, accuracy, seeds, overrides, (load_before, load_after), wall_s, raw_kept=write)
     print(text)
     if write:
         write_section(SECTION, text)
