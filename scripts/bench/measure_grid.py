@@ -76,12 +76,11 @@ LR_SPACE = {
 # seeds, six times the sweep's tolerance (0.5 points), so the two grids above rank their cells near the floor by
 # the seeds' luck. At 20,000 samples (about 14 epochs of digits) it still moves by about 1 point among the models
 # near 0.98 (1.7 pooled over all 60, seeds 0-2; docs/BENCHMARKS.md, search efficiency): firmer, not firm (digits
-# validates on 360 images, one image 0.28 points). Measured by parts, because a
-# cell's accuracy depends only on its maths and its throughput only on its work: every model (the grid less its
-# speed-only knobs) trained whole at a few seeds (`--seeds`), every work timed throughput-only (`--works`);
-# search_efficiency.py composes the cells. Learning rate (its best in the middle, and it moves with the batch
-# size), three batch sizes, model pruning, both CPU precisions; loader workers and threads, speed only: 360
-# configurations, 60 models, 72 works.
+# validates on 360 images, one image 0.28 points). Measured by parts, because a cell's accuracy depends only on its
+# maths and its throughput only on its work: every model (the grid less its speed-only knobs) trained whole at a
+# few seeds (`--seeds`), every work timed throughput-only (`--works`); search_efficiency.py composes the cells.
+# Learning rate (its best in the middle, and it moves with the batch size), three batch sizes, model pruning, both
+# CPU precisions; loader workers and threads, speed only: 360 configurations, 60 models, 72 works.
 LONG_SPACE = {
     "batch_size": "choice(64, 128, 256)",
     "optim.lr": "choice(0.001, 0.002, 0.005, 0.01, 0.02)",
@@ -154,7 +153,7 @@ def measure(space: dict[str, str], overrides: list[str], table: Path, passes: in
     todo = [(p, c) for p in runs for c in ordered(p)
             if (str(p), *(str(c[k]) for k in keys)) not in seen]
     print(f"{len(done)} measurements done already, {len(todo)} to go", flush=True)
-    new = not table.exists()
+    new = not table.exists() or table.stat().st_size == 0  # empty: stopped before its first row
     fields = [*keys, column, "outcome", "reason", *metrics, "load_avg_1min", "other_cores_during"]
     if not new:  # rows added to a table an earlier run wrote keep its columns (seeds tables before the times)
         with table.open() as f:
