@@ -74,9 +74,9 @@ LR_SPACE = {
 }
 # A third grid, trained longer. At 3,000 samples a model's val_accuracy moves by 3-4 points (sd) between training
 # seeds, six times the sweep's tolerance (0.5 points), so the two grids above rank their cells near the floor by
-# the seeds' luck. At 20,000 samples (about 14 epochs of digits) it still moves by about 1 point among the models
-# near 0.98 (1.7 pooled over all 60, seeds 0-2; docs/BENCHMARKS.md, search efficiency): firmer, not firm (digits
-# validates on 360 images, one image 0.28 points). Measured by parts, because a cell's accuracy depends only on its
+# the seeds' luck. At 20,000 samples (about 14 epochs of digits) the baseline's moves by 0.72 points over 14 seeds
+# (docs/BENCHMARKS.md, search efficiency), half the default budget's: firmer, not firm; a cell's mean needs about
+# 8 seeds to be firm to 0.25 points (it has 6). Measured by parts, because a cell's accuracy depends only on its
 # maths and its throughput only on its work: every model (the grid less its speed-only knobs) trained whole at a
 # few seeds (`--seeds`), every work timed throughput-only (`--works`); search_efficiency.py composes the cells.
 # Learning rate (its best in the middle, and it moves with the batch size), three batch sizes, model pruning, both
