@@ -236,9 +236,9 @@ def composed_table(csv_path: Path) -> Table:
             "val_loss": float(m["val_loss"]), "train_wall_s": train_s, "eval_wall_s": float(m["eval_wall_s"]),
             "trial_wall_s": float(m["trial_wall_s"]) - float(m["train_wall_s"]) + train_s}}
     order = [c for c in grid(space) if key_of(c, list(space)) in results]
-    meta = {"command": f"{seeds_meta['command']}; {works_meta['command']}", "space": space, "overrides": overrides,
-            "date": seeds_meta["date"], "wall_s": seeds_meta["wall_s"] + works_meta["wall_s"],
-            "machine": seeds_meta["machine"], "by_parts": True, "works": works_meta, "seeds": seeds_meta}
+    # no command, date or time of its own: each part's are in its meta (render_table reads them there)
+    meta = {"space": space, "overrides": overrides, "machine": seeds_meta["machine"], "by_parts": True,
+            "works": works_meta, "seeds": seeds_meta}
     others = {k: {s: a for s, a in by_seed.items() if s != 0} for k, by_seed in load_seeds(seeds_path).items()}
     return Table(csv_path.stem, space, results, order, meta, speed, others)
 
