@@ -19,8 +19,10 @@ measures). Your `hydra.sweeper.constraints` are recorded too, when there are any
 stored as it was scored, under the rules of its sweep, so a resume under other rules would take a trial that
 breaks the new ones for one that meets them (seen: the answer `batch_size=128` at val_loss 0.05 under
 `val_loss <= 0.01`, from its run under `val_loss <= 0.08`). Values are recorded unresolved, so that an
-interpolation of the time or of Hydra's run directory does not differ between two runs of one command (one
-of an environment variable is not followed either). A
+interpolation of the time or of Hydra's run directory does not differ between two runs of one command. A value
+with an environment variable in it (`${oc.env:DATA_DIR}`) is the same text whatever the variable holds, so its
+resolved value is recorded too, as a keyed digest (ENV_SUFFIX; the value may be a token): a resume under another
+value is refused like any other change. A
 user's model, data, loss or function named by `_target_` or `callable` is recorded with a digest of its
 module's source file (not of the modules that file imports), when that file lies outside the installed
 packages and the standard library (those change with their versions: the fingerprint's warning).
@@ -32,13 +34,17 @@ write it makes it (two workers started at once with different configurations may
 from __future__ import annotations
 
 import hashlib
+import hmac
 import importlib.util
 import json
+import re
+import secrets
 import sysconfig
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import optuna
+from omegaconf import OmegaConf
 
 from search.errors import BadInput
 from search.tracking.mlflow_runs import flatten
@@ -51,6 +57,9 @@ SOURCE_SUFFIX = ":source"  # `objective.model._target_:source` -> the digest of 
 SAME_FOR_EVERY_TRIAL = "train."  # the measuring protocol (budget, windows): never offered as a knob to search
 SHOWN = 4  # changed keys named in the refusal, then "and N more"
 CONSTRAINTS_KEY = "hydra.sweeper.constraints"  # the rules the study's trials were scored under, when there are any
+ENV_SUFFIX = ":env"  # `objective.data_dir:env` -> a digest of what its `${oc.env:...}` resolves to now
+ENV_SALT_KEY = ":env salt"  # the study's random key for those digests (equal values, equal digests; no value kept)
+_ENV_INTERPOLATION = re.compile(r"\$\{\s*oc\.env\s*:")
 
 
 def fixed_record(config: Mapping[str, Any], constraints: Sequence[Any] = ()) -> dict[str, str]:
@@ -62,11 +71,36 @@ def fixed_record(config: Mapping[str, Any], constraints: Sequence[Any] = ()) -> 
         if key in PER_TRIAL or key.split(".", 1)[0] in HOW_RUN:
             continue
         record[key] = redact(json.dumps(value, sort_keys=True, default=str))  # a URL's password is never stored
+        if (resolved := _env_resolved(value)) is not None:  # sealed by check_fixed before it is stored
+            record[f"{key}{ENV_SUFFIX}"] = resolved
         if (key.endswith("._target_") or key.endswith(".callable")) and isinstance(value, str) and value:
             digest = source_digest(value)
             if digest is not None:
                 record[f"{key}{SOURCE_SUFFIX}"] = digest
     return record
+
+
+def _env_resolved(value: Any) -> str | None:
+    """What `value` resolves to now, as JSON, when it interpolates an environment variable and nothing else that
+    needs the whole config (a node, Hydra's run); None otherwise, or when it cannot be resolved (the variable unset
+    without a default: the trial says so)."""
+    text = json.dumps(value, sort_keys=True, default=str)
+    if not _ENV_INTERPOLATION.search(text):
+        return None
+    try:
+        resolved = OmegaConf.to_container(OmegaConf.create({"value": value}), resolve=True)["value"]
+    except Exception:  # noqa: BLE001 - OmegaConf's resolution errors have no one base class
+        return None
+    return json.dumps(resolved, sort_keys=True, default=str)
+
+
+def _sealed(record: Mapping[str, str], salt: str) -> dict[str, str]:
+    """`record` with each resolved environment value replaced by its HMAC-SHA256 under the study's `salt`: two
+    records compare equal exactly when the values do, and a token in the environment is never stored."""
+    out = {k: v for k, v in record.items() if k != ENV_SALT_KEY}
+    for key in [k for k in out if k.endswith(ENV_SUFFIX)]:
+        out[key] = "hmac-sha256:" + hmac.new(salt.encode(), out[key].encode(), hashlib.sha256).hexdigest()[:16]
+    return out
 
 
 def source_digest(target: str) -> str | None:
@@ -107,10 +141,14 @@ def changes(old: Mapping[str, str], new: Mapping[str, str]) -> list[str]:
     out = []
     for key in sorted(set(old) | set(new)):
         before, after = old.get(key, "(absent)"), new.get(key, "(absent)")
-        if before == after:
-            continue
+        if before == after or key == ENV_SALT_KEY or (key.endswith(ENV_SUFFIX) and key not in old):
+            continue  # a record made before environment values were recorded: their text is compared only
         if key.endswith(SOURCE_SUFFIX):
             out.append(f"{key[:-len(SOURCE_SUFFIX)]}'s source file changed")
+        elif key.endswith(ENV_SUFFIX):
+            name = key[:-len(ENV_SUFFIX)]
+            out.append(f"{name} {new.get(name, old.get(name))} resolves to another value than when the study was made "
+                       f"(an environment variable changed)")
         else:
             out.append(f"{key} {before} -> {after}")
     return out
@@ -119,7 +157,7 @@ def changes(old: Mapping[str, str], new: Mapping[str, str]) -> list[str]:
 def _fix(old: Mapping[str, str], new: Mapping[str, str], changed_keys: list[str]) -> str:
     """The way out: the old value, searching the new one beside it (a plain value changed, not one of `train`, the
     same for every trial by design), or a new study."""
-    plain = [k for k in changed_keys if k in old and k in new and not k.endswith(SOURCE_SUFFIX)
+    plain = [k for k in changed_keys if k in old and k in new and not k.endswith((SOURCE_SUFFIX, ENV_SUFFIX))
              and not k.startswith(SAME_FOR_EVERY_TRIAL)
              and not old[k].startswith(("[", "{")) and not new[k].startswith(("[", "{"))]
     search = ""
@@ -127,7 +165,9 @@ def _fix(old: Mapping[str, str], new: Mapping[str, str], changed_keys: list[str]
         key = plain[0]
         search = (f" (to compare the two, keep the old one and search both: "
                   f"{key}=choice({_as_override(old[key])},{_as_override(new[key])}))")
-    return f"fix: the old value{search}, or a new study: hydra.sweeper.study_name=<new name>"
+    env = " (an environment variable as it was when the study was made)" if any(
+        k.endswith(ENV_SUFFIX) for k in changed_keys) else ""
+    return f"fix: the old value{env}{search}, or a new study: hydra.sweeper.study_name=<new name>"
 
 
 def _as_override(recorded: str) -> str:
@@ -142,6 +182,11 @@ def check_fixed(study: optuna.Study, record: Mapping[str, str], resumed: bool) -
     """Refuse (BadInput) a resumed study whose recorded configuration differs from `record`; record it on a study
     that has none. A line to print when an older study got its record only now, else None."""
     written = study.user_attrs.get(FIXED_ATTR)
+    salt = written.get(ENV_SALT_KEY) if isinstance(written, Mapping) else None
+    salt = salt or secrets.token_hex(16)
+    record = _sealed(record, salt)
+    if any(k.endswith(ENV_SUFFIX) for k in record):
+        record[ENV_SALT_KEY] = salt
     if isinstance(written, Mapping):
         changed = changes(written, record)
         if changed:
@@ -150,6 +195,8 @@ def check_fixed(study: optuna.Study, record: Mapping[str, str], resumed: bool) -
             raise BadInput(f"a resumed study keeps the configuration it was made with (its trials are compared with "
                            f"each other and with it; the knobs it searches may change); study {study.study_name!r} got "
                            f"{'; '.join(changed[:SHOWN])}{more}; {_fix(written, record, keys)}")
+        if any(k not in written for k in record):  # made before environment values were recorded: from now on
+            study.set_user_attr(FIXED_ATTR, {**written, **record})
         return None
     study.set_user_attr(FIXED_ATTR, dict(record))
     if resumed and study.trials:

@@ -115,3 +115,60 @@ def test_the_refusal_names_the_keys_and_offers_to_search_a_changed_model_setting
     assert "fix: the old value (to compare the two, keep the old one and search both: " \
            "objective.model.blocks=choice(2,1)), or a new study: hydra.sweeper.study_name=<new name>" in line
     assert study.user_attrs[FIXED_ATTR] == record  # the refusal wrote nothing
+
+
+def test_a_value_from_an_environment_variable_is_checked_by_a_digest(workdir: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    storage = JournalStorage(JournalFileBackend(str(workdir / "optuna.journal")))
+    study = optuna.create_study(study_name="mine", storage=storage)
+    config = {"objective": {"data_dir": "${oc.env:SEARCH_TEST_DATA_DIR}"}, "train": {"budget_samples": 300}}
+    monkeypatch.setenv("SEARCH_TEST_DATA_DIR", "/data/digits-v1-s3cret")
+    assert check_fixed(study, fixed_record(config), resumed=False) is None
+    stored = study.user_attrs[FIXED_ATTR]
+    assert stored["objective.data_dir"] == '"${oc.env:SEARCH_TEST_DATA_DIR}"'  # as written
+    assert stored["objective.data_dir:env"].startswith("hmac-sha256:")
+    assert "s3cret" not in str(stored) and "digits-v1" not in str(stored)  # the value itself is never stored
+    assert check_fixed(study, fixed_record(config), resumed=True) is None  # the same value resumes
+
+    monkeypatch.setenv("SEARCH_TEST_DATA_DIR", "/data/digits-v2")
+    with pytest.raises(BadInput) as refused:
+        check_fixed(study, fixed_record(config), resumed=True)
+    line = str(refused.value)
+    assert "\n" not in line and "digits-v2" not in line, line
+    assert ("study 'mine' got objective.data_dir \"${oc.env:SEARCH_TEST_DATA_DIR}\" resolves to another value than "
+            "when the study was made (an environment variable changed); fix: the old value (an environment variable "
+            "as it was when the study was made), or a new study") in line, line
+    assert study.user_attrs[FIXED_ATTR] == stored  # the refusal wrote nothing
+
+    other = optuna.create_study(study_name="other", storage=storage)  # another study draws its own key
+    check_fixed(other, fixed_record(config), resumed=False)
+    assert other.user_attrs[FIXED_ATTR]["objective.data_dir:env"] != stored["objective.data_dir:env"]
+
+
+def test_a_record_made_before_environment_values_were_recorded_resumes_and_gets_them(
+        workdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    study = optuna.create_study(study_name="old", storage=JournalStorage(JournalFileBackend(
+        str(workdir / "optuna.journal"))))
+    config = {"train": {"budget_samples": "${oc.env:SEARCH_TEST_BUDGET,300}"}}
+    monkeypatch.delenv("SEARCH_TEST_BUDGET", raising=False)
+    older = {k: v for k, v in fixed_record(config).items() if not k.endswith(":env")}
+    study.set_user_attr(FIXED_ATTR, older)
+    assert check_fixed(study, fixed_record(config), resumed=True) is None
+    assert "train.budget_samples:env" in study.user_attrs[FIXED_ATTR]  # checked from now on
+    monkeypatch.setenv("SEARCH_TEST_BUDGET", "400")
+    with pytest.raises(BadInput, match="train.budget_samples .* resolves to another value"):
+        check_fixed(study, fixed_record(config), resumed=True)
+
+
+@pytest.mark.slow
+def test_a_sweep_resumed_under_another_environment_value_is_refused(workdir: Path) -> None:
+    name = "objective.name=${oc.env:SEARCH_TEST_MODEL}"
+    first = run_search("multirun", *PACED, name, cwd=workdir, env={**ENV, "SEARCH_TEST_MODEL": "net-v1"})
+    assert first.returncode == 0, first.stderr[-3000:]
+    changed = run_search("multirun", *PACED, name, cwd=workdir, env={**ENV, "SEARCH_TEST_MODEL": "net-v2"})
+    assert changed.returncode == 2, changed.stdout[-2000:] + changed.stderr[-2000:]
+    assert "objective.name \"${oc.env:SEARCH_TEST_MODEL}\" resolves to another value" in changed.stderr, changed.stderr
+    assert len(load_study(workdir, "paced").trials) == 2  # nothing enqueued, nothing run
+    same = run_search("multirun", *PACED, name, cwd=workdir, env={**ENV, "SEARCH_TEST_MODEL": "net-v1"})
+    assert same.returncode == 0, same.stderr[-3000:]
+    assert len(load_study(workdir, "paced").trials) == 4
