@@ -113,8 +113,13 @@ def recover(study: optuna.Study, settings: SweepSettings, retry: bool = True) ->
             retried = close_stale(study, trial, settings.max_retries if retry else 0)
         if retried is None:  # another worker closed it
             continue
-        mlflow_client.close_stale_runs(trial.user_attrs.get("mlflow_run_id"),
-                                       trial.user_attrs.get("mlflow_parent_run_id"))
+        run_id, parent_run_id = trial.user_attrs.get("mlflow_run_id"), trial.user_attrs.get("mlflow_parent_run_id")
+        if run_id is None and parent_run_id is not None:  # killed before its run was made, or before it noted its id
+            lines = trial.user_attrs.get(OVERRIDES)
+            run_id = tracking.run_of_killed_attempt(
+                parent_run_id, trial.number, trial.params, run_name(trial.number, trial.user_attrs),
+                {REPRODUCE_TAG: paste_line(configuration_overrides(lines))} if lines else {})
+        mlflow_client.close_stale_runs(run_id, parent_run_id)
         whose = "" if retry else f" of study {study.study_name!r}"
         print(f"trial {trial.number}{whose} was left running by a killed sweep: closed as failed"
               f"{', enqueued again' if retried else ''}", flush=True)

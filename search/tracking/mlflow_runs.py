@@ -32,6 +32,7 @@ UNLOGGED_TAG = "search.unlogged_file"  # on the sweep's run: where that file wou
 # runs, not GenAI traces and evaluations.
 EXPERIMENT_KIND = "mlflow.experimentKind"
 MODEL_TRAINING = "custom_model_development"
+IDENTITY_TAGS = ("search.storage", "search.study_id")  # which study a run belongs to (search/sweep/study.py)
 
 
 def flatten(cfg: Any, prefix: str = "") -> dict[str, Any]:
@@ -207,6 +208,24 @@ def write_record(sweep: Sweep, record: TrialRecord) -> None:
                        tags={"search.outcome": record.outcome, **record.tags})
             record.outcome_written = True
         sweep.client.set_terminated(record.run_id, status=RUN_STATUS.get(record.outcome, "FAILED"))
+
+
+def run_of_killed_attempt(parent_run_id: str, number: int, params: Mapping[str, Any], name: str,
+                          tags: Mapping[str, str]) -> str:
+    """The MLflow run of trial `number` of a killed sweep (parent run `parent_run_id`) whose id the trial does not
+    hold: the run the sweep made before it could note its id, or, killed before even that, one made now (params,
+    `name` and `tags` as the sweep would have made it), so that every attempt of a trial has its run. The caller
+    closes it as KILLED."""
+    client = MlflowClient()
+    parent = client.get_run(parent_run_id)
+    sweep = Sweep(client, parent.info.experiment_id, parent_run_id, parent.data.tags.get("search.study_name", ""),
+                  study_identity={k: v for k, v in parent.data.tags.items() if k in IDENTITY_TAGS})
+    found = _find_trial_run(sweep, number)
+    if found is not None:
+        return found
+    record = TrialRecord(number, dict(params), name=name, start_tags={**sweep.study_identity, **tags})
+    write_record(sweep, record)
+    return str(record.run_id)
 
 
 def _find_trial_run(sweep: Sweep, number: int) -> str | None:

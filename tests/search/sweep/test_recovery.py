@@ -197,3 +197,45 @@ def test_a_stopped_confirmation_run_is_not_retried_the_next_sweep_confirms_again
         assert retry(study, trial, max_retries=1) is retried
     [waiting] = study.get_trials(states=(TrialState.WAITING,))
     assert waiting.user_attrs[ROLE_ATTR] == "baseline"
+
+
+@pytest.mark.parametrize("run_made", [False, True], ids=["before its run was made", "before it noted its run"])
+def test_a_trial_killed_before_its_run_was_noted_has_a_killed_run_after_the_next_start(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, run_made: bool) -> None:
+    """A SIGKILL between a trial's ask and its MLflow run (or between the run and the trial noting its id) left
+    that attempt without a run in MLflow, or with one RUNNING for good; the next start's recovery closes it."""
+    import optuna
+    from optuna.distributions import CategoricalDistribution
+
+    from search.sweep.recovery import WORKER_ATTR
+    from search.sweep.reproduce import OVERRIDES
+    from search.sweep.sweep_settings import SweepSettings
+    from search.sweep.trial_loop import recover
+    from search.tracking import mlflow_runs as tracking
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path}/mlflow.db")
+    sweep = tracking.start_sweep("digits", "digits", {"n_trials": 2}, {},
+                                 study_identity={"search.storage": "here", "search.study_id": "abc123"})
+    study = optuna.create_study(study_name="digits", directions=["maximize", "maximize"])
+    trial = study.ask({"batch_size": CategoricalDistribution([32, 64])})
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    trial.set_user_attr(WORKER_ATTR, f"{socket.gethostname()}:{int(gone.stdout)}:{time.time():.2f}")  # exited
+    trial.set_user_attr("mlflow_parent_run_id", sweep.parent_run_id)
+    trial.set_user_attr(OVERRIDES, [f"batch_size={trial.params['batch_size']}"])
+    if run_made:
+        made = tracking.start_trial(sweep, trial.number, {"batch_size": trial.params["batch_size"]})
+
+    recover(study, SweepSettings(stale_after_s=60.0, max_retries=1))
+
+    client = MlflowClient()
+    [run] = client.search_runs([sweep.experiment_id], "tags.`search.role` = 'trial'")
+    if run_made:
+        assert run.info.run_id == made  # the run it made, not a second one
+    assert run.info.status == "KILLED" and run.data.tags["search.outcome"] == "crashed"
+    assert run.data.tags["search.trial_number"] == str(trial.number)
+    assert run.data.tags["search.study_id"] == "abc123"
+    assert run.data.params["batch_size"] == str(trial.params["batch_size"])
+    if not run_made:
+        assert run.data.tags["search.overrides"].endswith(f"batch_size={trial.params['batch_size']}")
+    assert client.get_run(sweep.parent_run_id).info.status == "KILLED"
+    assert study.trials[0].state == TrialState.FAIL and study.trials[1].state == TrialState.WAITING  # its retry
