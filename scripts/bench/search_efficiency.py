@@ -104,6 +104,7 @@ class Strategy:
     stop_start_moves: bool = True  # False: the start design's moves run to the end (never stopped early)
     start_design: str = "one_knob_at_a_time"  # hydra.sweeper.start_design; "sampler": its own start-up trials;
     # "any sampler": the start design whatever the sampler (the sweep runs it for the GP only)
+    combine: bool = True  # hydra.sweeper.start_combination: the start moves that paid, combined one at a time
 
 
 GP = "optuna.samplers.GPSampler"
@@ -115,6 +116,7 @@ STRATEGIES: dict[str, Strategy] = {
     "stopped = PRUNED, repeats repaired in the sampler": Strategy(stopped="pruned"),
     "stopped = probe throughput + worst accuracy, feasible": Strategy(stopped="worst"),
     "stopped = probe throughput + worst accuracy, infeasible": Strategy(stopped="infeasible"),
+    "start moves not combined (before)": Strategy(combine=False),
     "default, no early stopping": Strategy(early_stopping=False),
     "start moves never stopped early": Strategy(stop_start_moves=False),
     "start design = sampler (the GP's random start-up)": Strategy(start_design="sampler"),
@@ -486,6 +488,7 @@ def replay(table: Table, name: str, seed: int, floor: float, target: float, min_
     from search.sweep.roles import enqueue
     from search.sweep.rule_sampler import RuleAwareSampler
     from search.sweep.space import build_space
+    from search.sweep.start_combination import enqueue_next
     from search.sweep.start_design import START_ATTR, enqueue_start, one_knob_at_a_time, starts_from_design
     from search.sweep.study import METRIC_NAMES_ATTR, make_sampler
 
@@ -514,6 +517,8 @@ def replay(table: Table, name: str, seed: int, floor: float, target: float, min_
         enqueue_start(study, one_knob_at_a_time(baseline, dists, _Broken.wrap(forbids), random.Random(seed)))
     first = True
     while not done():
+        if strategy.combine and strategy.search_for == "answer":  # as the sweep's proposals do (trial_loop.py)
+            enqueue_next(study, accuracy_floor(study, ACCURACY_TOLERANCE), _Broken.wrap(forbids))
         trial = ask_unseen(study, dists, rng, _Broken.wrap(forbids))
         config = {k: trial.params[k] for k in keys}
         result = table.results[key_of(config, keys)]

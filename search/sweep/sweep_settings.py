@@ -55,6 +55,7 @@ class SweepSettings:
     confirm_undecided_rounds: int = 2
     search_for: str = "answer"
     start_design: str = "one_knob_at_a_time"
+    start_combination: bool = True
     staging: bool = True
     report: bool = True
 

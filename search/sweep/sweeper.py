@@ -381,6 +381,7 @@ class SweeperImpl:
                 "report": s.report,
                 "search_for": s.search_for,
                 "start_design": "one_knob_at_a_time" if self._starts_from_design(plan) else "sampler",  # as run
+                "start_combination": s.start_combination,
                 **{f"space.{k}": repr(d) for k, d in plan.space.distributions.items()}}
 
     def _report(self, study: optuna.Study, plan: Plan, sweep: tracking.Sweep, metric_names: list[str],

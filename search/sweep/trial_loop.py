@@ -19,7 +19,7 @@ from hydra.core.utils import JobStatus
 from optuna.trial import TrialState
 
 from search.reports.progress import SweepProgress
-from search.sweep import interrupt, workers
+from search.sweep import interrupt, start_combination, workers
 from search.sweep.baseline import accuracy_floor
 from search.sweep.closing import abort_trial, close_trial, run_name
 from search.sweep.early_stopping import trial_overrides
@@ -132,6 +132,9 @@ def propose(run: SweepRun) -> slots.Launch:
     recover(run.study, run.settings)
     plan, study, settings = run.plan, run.study, run.settings
     workers.wait_while_confirming(study, settings.stale_after_s, run.progress.console.print)
+    if settings.start_combination and plan.for_answer and (line := start_combination.enqueue_next(
+            study, accuracy_floor(study, settings.accuracy_tolerance), plan.space.forbids)):
+        run.progress.console.print(line)
     trial = ask_unseen(study, plan.space.distributions, run.rng, plan.space.forbids, plan.space.runs_as)
     throughput_only = staged(study, trial, run.staging)
     floor = accuracy_floor(study, settings.accuracy_tolerance) \

@@ -1,0 +1,93 @@
+"""After the start design, the moves that paid are combined one at a time (search/sweep/start_combination.py)."""
+from __future__ import annotations
+
+import optuna
+from optuna.distributions import CategoricalDistribution
+from optuna.trial import TrialState, create_trial
+
+from conftest import TESTS, pythonpath, run_search
+from search.sweep.roles import ROLE_ATTR
+from search.sweep.start_combination import enqueue_next, next_combination
+from search.sweep.start_design import COMBINED_ATTR, START_ATTR
+from sweep_results import load_study
+
+DISTS = {"batch_size": CategoricalDistribution([64, 128]), "workers": CategoricalDistribution([0, 2]),
+         "threads": CategoricalDistribution([1, 2]), "bf16": CategoricalDistribution([False, True])}
+BASE = {"batch_size": 64, "workers": 0, "threads": 1, "bf16": False}
+FLOOR = 0.895  # the baseline's 0.90 less a tolerance of 0.005
+
+
+def _add(study: optuna.Study, params: dict, speed: float, accuracy: float | None, outcome: str = "ok",
+         **attrs) -> None:
+    metrics = {"throughput_samples_per_s": speed} if outcome == "ok" else {"probe_throughput_samples_per_s": speed}
+    if accuracy is not None:
+        metrics["val_accuracy"] = accuracy
+    study.add_trial(create_trial(params={**BASE, **params}, distributions=DISTS, values=[speed, accuracy or 0.0],
+                                 user_attrs={"outcome": outcome, "metrics": metrics, **attrs}))
+
+
+def _started() -> optuna.Study:
+    """Your configuration at 1000 samples/s; workers 2x, threads 1.3x, batch 128 1.8x but below the floor, bf16
+    stopped early with a probe at 1.1x (its accuracy unknown)."""
+    study = optuna.create_study(directions=["maximize", "maximize"])
+    _add(study, {}, 1000.0, 0.90, **{ROLE_ATTR: "baseline"})
+    _add(study, {"batch_size": 128}, 1800.0, 0.85, **{START_ATTR: "batch_size"})
+    _add(study, {"workers": 2}, 2000.0, 0.90, **{START_ATTR: "workers"})
+    _add(study, {"threads": 2}, 1300.0, 0.90, **{START_ATTR: "threads"})
+    _add(study, {"bf16": True}, 1100.0, None, outcome="stopped_early", **{START_ATTR: "bf16"})
+    return study
+
+
+def test_the_fastest_move_that_held_the_accuracy_gets_the_next_one_added():
+    study = _started()
+    assert next_combination(study.trials, FLOOR) == (["workers", "threads"], {**BASE, "workers": 2, "threads": 2})
+    assert next_combination(study.trials, None) is None  # the floor not known yet: nothing to combine against
+
+
+def test_a_combination_that_did_not_pay_is_dropped_and_the_next_move_tried_then_none_is_left():
+    study = _started()
+    _add(study, {"workers": 2, "threads": 2}, 1500.0, 0.90, **{COMBINED_ATTR: "workers,threads"})  # slower together
+    assert next_combination(study.trials, FLOOR) == (["workers", "bf16"], {**BASE, "workers": 2, "bf16": True})
+    _add(study, {"workers": 2, "bf16": True}, 2300.0, 0.899, **{COMBINED_ATTR: "workers,bf16"})
+    assert next_combination(study.trials, FLOOR) is None  # every paying move tried; batch 128 never (below the floor)
+
+
+def test_a_combination_below_the_floor_does_not_pay_and_one_still_waiting_holds_the_next():
+    study = _started()
+    study.enqueue_trial({**BASE, "workers": 2, "threads": 2}, user_attrs={COMBINED_ATTR: "workers,threads"})
+    assert next_combination(study.trials, FLOOR) is None and enqueue_next(study, FLOOR) is None
+    trial = study.ask(DISTS)
+    trial.set_user_attr("outcome", "ok")
+    trial.set_user_attr("metrics", {"throughput_samples_per_s": 2600.0, "val_accuracy": 0.80})
+    study.tell(trial, [2600.0, 0.80])
+    line = enqueue_next(study, FLOOR)
+    assert line is not None and line.startswith("start: the moves that paid, combined: workers=2, bf16=True")
+    [waiting] = study.get_trials(deepcopy=False, states=(TrialState.WAITING,))
+    assert waiting.user_attrs[COMBINED_ATTR] == "workers,bf16"
+
+
+def test_fewer_than_two_paying_moves_or_a_start_move_still_to_run_combine_nothing():
+    study = optuna.create_study(directions=["maximize", "maximize"])
+    _add(study, {}, 1000.0, 0.90, **{ROLE_ATTR: "baseline"})
+    _add(study, {"workers": 2}, 2000.0, 0.90, **{START_ATTR: "workers"})
+    _add(study, {"threads": 2}, 900.0, 0.90, **{START_ATTR: "threads"})  # slower than yours: did not pay
+    assert next_combination(study.trials, FLOOR) is None
+    study.enqueue_trial({**BASE, "bf16": True}, user_attrs={START_ATTR: "bf16"})
+    assert next_combination(study.trials, FLOOR) is None
+
+
+def test_a_sweep_combines_the_moves_that_paid_after_its_start(workdir):
+    """Batch 128 is 2x your configuration and parallel.threads=2 1.6x, both at your accuracy (paced objective):
+    after the two moves, the next trial is the two together."""
+    env = {"PYTHONPATH": pythonpath(TESTS.parent, TESTS)}
+    result = run_search("multirun", "objective=custom", "objective.callable=paced_objective:seed_sensitive",
+                        "hydra.sweeper.params=null", "batch_size=choice(64,128)", "parallel.threads=choice(1,2)",
+                        "hydra.sweeper.seed=0", "hydra.sweeper.n_trials=4", "hydra.sweeper.baseline_repeats=1",
+                        "hydra.sweeper.confirm_budget=0", "hydra.sweeper.study_name=combined", cwd=workdir, env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "start: the moves that paid, combined: batch_size=128, parallel.threads=2" in " ".join(result.stdout.split())
+    trials = load_study(workdir, "combined").get_trials(deepcopy=False)
+    assert [t.user_attrs.get(START_ATTR) for t in trials[:3]] == [None, "batch_size", "parallel.threads"]
+    assert trials[3].params == {"batch_size": 128, "parallel.threads": 2}
+    assert trials[3].user_attrs[COMBINED_ATTR] == "batch_size,parallel.threads"
+    assert trials[3].user_attrs["outcome"] == "ok"
