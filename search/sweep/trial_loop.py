@@ -114,12 +114,16 @@ def recover(study: optuna.Study, settings: SweepSettings, retry: bool = True) ->
         if retried is None:  # another worker closed it
             continue
         run_id, parent_run_id = trial.user_attrs.get("mlflow_run_id"), trial.user_attrs.get("mlflow_parent_run_id")
-        if run_id is None and parent_run_id is not None:  # killed before its run was made, or before it noted its id
-            lines = trial.user_attrs.get(OVERRIDES)
-            run_id = tracking.run_of_killed_attempt(
-                parent_run_id, trial.number, trial.params, run_name(trial.number, trial.user_attrs),
-                {REPRODUCE_TAG: paste_line(configuration_overrides(lines))} if lines else {})
-        mlflow_client.close_stale_runs(run_id, parent_run_id)
+        try:
+            if run_id is None and parent_run_id is not None:  # killed before its run was made, or before its id
+                lines = trial.user_attrs.get(OVERRIDES)
+                run_id = tracking.run_of_killed_attempt(
+                    parent_run_id, trial.number, trial.params, run_name(trial.number, trial.user_attrs),
+                    {REPRODUCE_TAG: paste_line(configuration_overrides(lines))} if lines else {})
+            mlflow_client.close_stale_runs(run_id, parent_run_id)
+        except Exception as err:  # noqa: BLE001 - MLflow down mid-sweep: Optuna has closed it, the sweep goes on
+            print(f"warning: MLflow: the run of trial {trial.number}, left running by a killed sweep, is not closed "
+                  f"({type(err).__name__}); Optuna has closed the trial", flush=True)
         whose = "" if retry else f" of study {study.study_name!r}"
         print(f"trial {trial.number}{whose} was left running by a killed sweep: closed as failed"
               f"{', enqueued again' if retried else ''}", flush=True)
