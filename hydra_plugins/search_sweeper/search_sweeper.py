@@ -120,8 +120,9 @@ class SearchSweeperConf:
     # end of its values, so the GP starts from each knob's own effect (search/sweep/start_design.py; other
     # samplers keep their own start); sampler: the sampler's own start-up trials (random, for the GP).
     start_design: str = "one_knob_at_a_time"
-    # After the start design's moves: those faster than your configuration at its accuracy, combined one at a time,
-    # fastest first, each kept only when it pays (search/sweep/start_combination.py). false: the sampler goes on.
+    # After the start design's moves: one faster but below your accuracy taken halfway back, then those faster than
+    # your configuration at its accuracy combined one at a time, fastest first, each kept only when it pays
+    # (search/sweep/start_combination.py). false: the sampler goes on.
     start_combination: bool = True
     # A configuration whose maths (every swept knob but the speed-only ones) trained already runs throughput-only
     # and carries that accuracy (search/sweep/staging.py). false: every trial trains its whole budget.

@@ -105,6 +105,7 @@ class Strategy:
     start_design: str = "one_knob_at_a_time"  # hydra.sweeper.start_design; "sampler": its own start-up trials;
     # "any sampler": the start design whatever the sampler (the sweep runs it for the GP only)
     combine: bool = True  # hydra.sweeper.start_combination: the start moves that paid, combined one at a time
+    halfway: bool = True  # ... and a move faster but below the floor first taken halfway back
 
 
 GP = "optuna.samplers.GPSampler"
@@ -117,6 +118,7 @@ STRATEGIES: dict[str, Strategy] = {
     "stopped = probe throughput + worst accuracy, feasible": Strategy(stopped="worst"),
     "stopped = probe throughput + worst accuracy, infeasible": Strategy(stopped="infeasible"),
     "start moves not combined (before)": Strategy(combine=False),
+    "start moves combined, none halfway back": Strategy(halfway=False),
     "default, no early stopping": Strategy(early_stopping=False),
     "start moves never stopped early": Strategy(stop_start_moves=False),
     "start design = sampler (the GP's random start-up)": Strategy(start_design="sampler"),
@@ -518,7 +520,8 @@ def replay(table: Table, name: str, seed: int, floor: float, target: float, min_
     first = True
     while not done():
         if strategy.combine and strategy.search_for == "answer":  # as the sweep's proposals do (trial_loop.py)
-            enqueue_next(study, accuracy_floor(study, ACCURACY_TOLERANCE), _Broken.wrap(forbids))
+            enqueue_next(study, accuracy_floor(study, ACCURACY_TOLERANCE), _Broken.wrap(forbids),
+                         dists if strategy.halfway else None)
         trial = ask_unseen(study, dists, rng, _Broken.wrap(forbids))
         config = {k: trial.params[k] for k in keys}
         result = table.results[key_of(config, keys)]

@@ -19,7 +19,7 @@ import optuna
 from optuna.trial import TrialState
 
 from search.sweep.no_repeat import REPLACES_ATTR
-from search.sweep.start_design import COMBINED_ATTR, START_ATTR
+from search.sweep.start_design import COMBINED_ATTR, HALFWAY_ATTR, START_ATTR
 
 ROLE_ATTR = "search.trial_role"  # not "search.role": MLflow runs carry that tag (trial | sweep)
 SEED_ATTR = "search.seed"
@@ -28,8 +28,8 @@ ROUND_ATTR = "search.confirm_round"  # a confirmation round's number (search/swe
 NIGHTLY_ROLE_ATTR = "search.nightly.role"  # incumbent | warm_start | top_up (search/nightly/night.py)
 # What a trial was enqueued as, set when it was enqueued: a retry of it (search/sweep/recovery.py) is the same
 # trial again. Without them a killed baseline run came back as a plain trial, at the study's seed.
-ENQUEUED_AS = (ROLE_ATTR, SEED_ATTR, EXTRA_OVERRIDES_ATTR, ROUND_ATTR, NIGHTLY_ROLE_ATTR, START_ATTR, COMBINED_ATTR,
-               REPLACES_ATTR)
+ENQUEUED_AS = (ROLE_ATTR, SEED_ATTR, EXTRA_OVERRIDES_ATTR, ROUND_ATTR, NIGHTLY_ROLE_ATTR, START_ATTR, HALFWAY_ATTR,
+               COMBINED_ATTR, REPLACES_ATTR)
 
 
 def measured_whatever_the_time(trial: optuna.trial.FrozenTrial) -> bool:

@@ -1,4 +1,10 @@
-"""After the start design: the moves that paid, combined one at a time, as an engineer would by hand.
+"""After the start design: a move that went too far taken halfway back, then the moves that paid combined
+one at a time, as an engineer would by hand.
+
+Halfway back: a start move that was faster than your configuration but fell below the accuracy floor (model
+pruning to its far end, 0.75: faster, 1.7 points less accurate) is run once more at the value halfway between
+yours and the move's (the middle choice in the order the GP sees them; the middle of a range, geometric on a log
+scale), a knob at a time. It is a move like the others from then on.
 
 The start design (search/sweep/start_design.py) measures each knob moved alone from your configuration. The
 moves that were faster than your configuration and kept its accuracy (at least the floor: its accuracy less
@@ -11,21 +17,23 @@ alone, slower together), which is why each is added on its own and kept only whe
 Stateless: the next combination is read from the study's trials each time (a resumed or killed sweep goes on
 where the study is), keyed by the configuration, so a combination that ran before, or a start move that is one,
 is not run again; one that is waiting or running holds the next until it ended. A combination stopped early,
-failed or infeasible did not pay.
+failed or infeasible did not pay. `hydra.sweeper.start_combination=false` leaves both to the sampler.
 """
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import optuna
+from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
 from optuna.trial import FrozenTrial, TrialState
 
 from search.reports.choose import key
 from search.sweep.outcome import STOPPED_EARLY
 from search.sweep.roles import ROLE_ATTR, SEED_ATTR
-from search.sweep.start_design import COMBINED_ATTR, START_ATTR
+from search.sweep.start_design import COMBINED_ATTR, HALFWAY_ATTR, START_ATTR
 
 THROUGHPUT, PROBE, ACCURACY = "throughput_samples_per_s", "probe_throughput_samples_per_s", "val_accuracy"
 
@@ -44,12 +52,61 @@ def _measured(trial: FrozenTrial) -> tuple[float, float | None] | None:
     return None
 
 
+def _halfway(dist: BaseDistribution, base: Any, moved: Any) -> Any | None:
+    """The value halfway between your value and the move's as the GP sees the knob: the middle choice in their
+    order, the middle of a range (geometric on a log scale, on the step's grid); None when none lies between or
+    the values are not numbers."""
+    numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (base, moved))
+    if isinstance(dist, CategoricalDistribution):
+        if not numbers or not all(isinstance(c, (int, float)) and not isinstance(c, bool) for c in dist.choices):
+            return None
+        ranked = sorted(dist.choices)
+        if base not in ranked or moved not in ranked:
+            return None
+        low, high = sorted((ranked.index(base), ranked.index(moved)))
+        return ranked[(low + high + 1) // 2] if high - low >= 2 else None
+    if not numbers or not isinstance(dist, (IntDistribution, FloatDistribution)):
+        return None
+    middle = math.sqrt(base * moved) if dist.log and base > 0 and moved > 0 else (base + moved) / 2
+    step = dist.step
+    if step is not None:
+        middle = dist.low + round((middle - dist.low) / step) * step
+    value = int(round(middle)) if isinstance(dist, IntDistribution) else float(middle)
+    return value if min(base, moved) < value < max(base, moved) else None
+
+
+def next_halfway(trials: Sequence[FrozenTrial], floor: float | None, distributions: Mapping[str, BaseDistribution],
+                 forbids: Callable[[Mapping[str, Any]], Any] | None = None) -> tuple[str, dict] | None:
+    """(knob, configuration) of a move to run halfway back: a start move that was faster than your configuration
+    and fell below the floor, to the choice halfway between (the far end of model pruning loses accuracy, the
+    middle may not); None when none is left."""
+    if floor is None:
+        return None
+    base_trials = [t for t in trials if t.user_attrs.get(ROLE_ATTR) == "baseline" and SEED_ATTR not in t.user_attrs
+                   and (m := _measured(t)) is not None and m[1] is not None]
+    if not base_trials:
+        return None
+    baseline_speed = statistics.median(_measured(t)[0] for t in base_trials)
+    base = base_trials[0].params
+    tried = {key(t.params) for t in trials if t.params}
+    for t in trials:
+        knob, m = t.user_attrs.get(START_ATTR), _measured(t)
+        if knob is None or m is None or m[1] is None or m[0] <= baseline_speed or m[1] >= floor:
+            continue
+        value = _halfway(distributions[knob], base.get(knob), t.params.get(knob)) if knob in distributions else None
+        candidate = {**base, knob: value}
+        if value is not None and key(candidate) not in tried and (forbids is None or forbids(candidate) is None):
+            return knob, candidate
+    return None
+
+
 def next_combination(trials: Sequence[FrozenTrial], floor: float | None,
                      forbids: Callable[[Mapping[str, Any]], Any] | None = None) -> tuple[list[str], dict] | None:
     """(the knobs it moves, the configuration) of the next combination to run, or None: none left, fewer than
     two moves paid, a start move or a combination not ended yet, or the floor not known yet."""
     if floor is None or any(t.state in (TrialState.WAITING, TrialState.RUNNING)
-                            and (START_ATTR in t.user_attrs or COMBINED_ATTR in t.user_attrs) for t in trials):
+                            and any(a in t.user_attrs for a in (START_ATTR, HALFWAY_ATTR, COMBINED_ATTR))
+                            for t in trials):
         return None
     base = [m[0] for t in trials if t.user_attrs.get(ROLE_ATTR) == "baseline" and SEED_ATTR not in t.user_attrs
             and (m := _measured(t)) is not None and m[1] is not None]
@@ -58,8 +115,8 @@ def next_combination(trials: Sequence[FrozenTrial], floor: float | None,
     baseline_speed = statistics.median(base)
     # A move stopped early had its probe faster than your configuration's run and its accuracy unknown: the
     # combination trains in full and measures it.
-    paid = sorted(((m[0], t.user_attrs[START_ATTR], t.params) for t in trials
-                   if START_ATTR in t.user_attrs and (m := _measured(t)) is not None
+    paid = sorted(((m[0], t.user_attrs.get(START_ATTR) or t.user_attrs[HALFWAY_ATTR], t.params) for t in trials
+                   if (START_ATTR in t.user_attrs or HALFWAY_ATTR in t.user_attrs) and (m := _measured(t)) is not None
                    and m[0] > baseline_speed and (m[1] is None or m[1] >= floor)), key=lambda p: -p[0])
     if len(paid) < 2:
         return None
@@ -85,12 +142,21 @@ def next_combination(trials: Sequence[FrozenTrial], floor: float | None,
 
 
 def enqueue_next(study: optuna.Study, floor: float | None,
-                 forbids: Callable[[Mapping[str, Any]], Any] | None = None) -> str | None:
+                 forbids: Callable[[Mapping[str, Any]], Any] | None = None,
+                 distributions: Mapping[str, BaseDistribution] | None = None) -> str | None:
     """Enqueue the next combination (next_combination) when nothing else waits to run, so that it is the very
     next proposal (one left waiting when the search ends would be set aside at the confirmation, and run as a
     trial of the next sweep); the line that says so, or None."""
     trials = study.get_trials(deepcopy=False)
-    if any(t.state == TrialState.WAITING for t in trials) or (step := next_combination(trials, floor, forbids)) is None:
+    if any(t.state in (TrialState.WAITING, TrialState.RUNNING) and HALFWAY_ATTR in t.user_attrs for t in trials) \
+            or any(t.state == TrialState.WAITING for t in trials):
+        return None
+    if distributions is not None and (back := next_halfway(trials, floor, distributions, forbids)) is not None:
+        knob, params = back
+        study.enqueue_trial(params, user_attrs={HALFWAY_ATTR: knob}, skip_if_exists=False)
+        return (f"start: {knob}={params[knob]}, halfway back from a move that was faster and fell below your "
+                f"accuracy")
+    if (step := next_combination(trials, floor, forbids)) is None:
         return None
     knobs, params = step
     study.enqueue_trial(params, user_attrs={COMBINED_ATTR: ",".join(knobs)}, skip_if_exists=False)

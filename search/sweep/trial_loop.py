@@ -137,7 +137,7 @@ def propose(run: SweepRun) -> slots.Launch:
     plan, study, settings = run.plan, run.study, run.settings
     workers.wait_while_confirming(study, settings.stale_after_s, run.progress.console.print)
     if settings.start_combination and plan.for_answer and (line := start_combination.enqueue_next(
-            study, accuracy_floor(study, settings.accuracy_tolerance), plan.space.forbids)):
+            study, accuracy_floor(study, settings.accuracy_tolerance), plan.space.forbids, plan.space.distributions)):
         run.progress.console.print(line)
     trial = ask_unseen(study, plan.space.distributions, run.rng, plan.space.forbids, plan.space.runs_as)
     throughput_only = staged(study, trial, run.staging)

@@ -7,8 +7,8 @@ from optuna.trial import TrialState, create_trial
 
 from conftest import TESTS, pythonpath, run_search
 from search.sweep.roles import ROLE_ATTR
-from search.sweep.start_combination import enqueue_next, next_combination
-from search.sweep.start_design import COMBINED_ATTR, START_ATTR
+from search.sweep.start_combination import enqueue_next, next_combination, next_halfway
+from search.sweep.start_design import COMBINED_ATTR, HALFWAY_ATTR, START_ATTR
 from sweep_results import load_study
 
 DISTS = {"batch_size": CategoricalDistribution([64, 128]), "workers": CategoricalDistribution([0, 2]),
@@ -91,3 +91,41 @@ def test_a_sweep_combines_the_moves_that_paid_after_its_start(workdir):
     assert trials[3].params == {"batch_size": 128, "parallel.threads": 2}
     assert trials[3].user_attrs[COMBINED_ATTR] == "batch_size,parallel.threads"
     assert trials[3].user_attrs["outcome"] == "ok"
+
+
+def test_a_move_faster_but_below_the_floor_is_taken_halfway_back_once_then_it_is_a_move_like_the_others():
+    dists = {"ratio": CategoricalDistribution([0.0, 0.25, 0.5, 0.75]), "workers": CategoricalDistribution([0, 2])}
+    base = {"ratio": 0.0, "workers": 0}
+    study = optuna.create_study(directions=["maximize", "maximize"])
+
+    def add(params, speed, accuracy, **attrs):
+        study.add_trial(create_trial(params={**base, **params}, distributions=dists, values=[speed, accuracy],
+                                     user_attrs={"outcome": "ok", "metrics": {"throughput_samples_per_s": speed,
+                                                                              "val_accuracy": accuracy}, **attrs}))
+
+    add({}, 1000.0, 0.90, **{ROLE_ATTR: "baseline"})
+    add({"ratio": 0.75}, 1400.0, 0.85, **{START_ATTR: "ratio"})  # faster, below the floor
+    add({"workers": 2}, 1800.0, 0.90, **{START_ATTR: "workers"})
+    line = enqueue_next(study, FLOOR, None, dists)
+    assert line == "start: ratio=0.5, halfway back from a move that was faster and fell below your accuracy"
+    trial = study.ask(dists)
+    assert trial.params == {"ratio": 0.5, "workers": 0} and trial.user_attrs[HALFWAY_ATTR] == "ratio"
+    for k, v in (("outcome", "ok"), ("metrics", {"throughput_samples_per_s": 1300.0, "val_accuracy": 0.897})):
+        trial.set_user_attr(k, v)
+    study.tell(trial, [1300.0, 0.897])
+    assert next_halfway(study.trials, FLOOR, dists) is None  # once
+    assert next_combination(study.trials, FLOOR) == (["workers", "ratio"], {"ratio": 0.5, "workers": 2})
+
+
+def test_halfway_is_the_middle_of_the_values_as_the_gp_sees_them():
+    from optuna.distributions import FloatDistribution, IntDistribution
+
+    from search.sweep.start_combination import _halfway
+
+    assert _halfway(CategoricalDistribution([16, 32, 64, 128, 256]), 64, 256) == 128
+    assert _halfway(CategoricalDistribution([0.0, 0.25, 0.5, 0.75]), 0.0, 0.75) == 0.5
+    assert _halfway(CategoricalDistribution([64, 128]), 64, 128) is None  # none between
+    assert _halfway(CategoricalDistribution(["fp32", "bf16"]), "fp32", "bf16") is None
+    assert abs(_halfway(FloatDistribution(1e-4, 1e-1, log=True), 1e-3, 1e-1) - 1e-2) < 1e-12
+    assert _halfway(IntDistribution(16, 256, step=16), 64, 256) == 160
+    assert _halfway(IntDistribution(1, 4), 1, 2) is None
