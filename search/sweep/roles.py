@@ -32,6 +32,11 @@ ENQUEUED_AS = (ROLE_ATTR, SEED_ATTR, EXTRA_OVERRIDES_ATTR, ROUND_ATTR, NIGHTLY_R
                COMBINED_ATTR, REPLACES_ATTR)
 
 
+# Enqueued in the sampler's place, proposals in every other way (early stopping and staging apply): a repeat's
+# replacement (search/sweep/no_repeat.py), the start design's moves, a move halfway back, a combination.
+PROPOSALS_ENQUEUED = (REPLACES_ATTR, START_ATTR, HALFWAY_ATTR, COMBINED_ATTR)
+
+
 def measured_whatever_the_time(trial: optuna.trial.FrozenTrial) -> bool:
     """Enqueued runs that still run past hooks.max_wall_s (nightly's): your configuration's, which the
     answer is measured against, and last night's answer's repeats, tonight's only measurements for the
@@ -52,7 +57,7 @@ def enqueued_as_asked(study: optuna.Study, trial: optuna.Trial) -> bool:
     """Enqueued to be measured as it was asked for (the baseline, a retry, nightly's repeats, a confirmation
     round), not in the sampler's place: early stopping and staging leave it alone."""
     enqueued = "fixed_params" in study._storage.get_trial_system_attrs(trial._trial_id)
-    return enqueued and REPLACES_ATTR not in trial.user_attrs and START_ATTR not in trial.user_attrs
+    return enqueued and not any(a in trial.user_attrs for a in PROPOSALS_ENQUEUED)
 
 
 def enqueue(study: optuna.Study, params: dict[str, Any], role_name: str, seed: int | None = None,

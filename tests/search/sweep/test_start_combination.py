@@ -129,3 +129,15 @@ def test_halfway_is_the_middle_of_the_values_as_the_gp_sees_them():
     assert abs(_halfway(FloatDistribution(1e-4, 1e-1, log=True), 1e-3, 1e-1) - 1e-2) < 1e-12
     assert _halfway(IntDistribution(16, 256, step=16), 64, 256) == 160
     assert _halfway(IntDistribution(1, 4), 1, 2) is None
+
+
+def test_a_combination_is_a_proposal_early_stopping_and_staging_apply():
+    """Enqueued, yet in the sampler's place: not measured as asked like your configuration's runs (seen: a
+    combination of two speed-only moves trained in full, where the sweep times it)."""
+    from search.sweep.roles import enqueued_as_asked
+
+    study = optuna.create_study(directions=["maximize", "maximize"])
+    for attrs in ({COMBINED_ATTR: "workers,threads"}, {HALFWAY_ATTR: "batch_size"}, {ROLE_ATTR: "baseline"}):
+        study.enqueue_trial(BASE, user_attrs=attrs)
+    asked = [enqueued_as_asked(study, study.ask(DISTS)) for _ in range(3)]
+    assert asked == [False, False, True]
