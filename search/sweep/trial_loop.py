@@ -129,14 +129,15 @@ def recover(study: optuna.Study, settings: SweepSettings, retry: bool = True) ->
               f"{', enqueued again' if retried else ''}", flush=True)
 
 
-def propose(run: SweepRun) -> slots.Launch:
+def propose(run: SweepRun, searching: bool = True) -> slots.Launch:
     """Ask for the next trial, compose and parse its config once, and open its MLflow run.
     Trials that a worker killed meanwhile left running are closed first (another
-    worker's, or a dead sweep's on this host), so their retries come next."""
+    worker's, or a dead sweep's on this host), so their retries come next. `searching`: a trial of the search,
+    not one enqueued on purpose (run_enqueued), which never makes room for the start's combinations."""
     recover(run.study, run.settings)
     plan, study, settings = run.plan, run.study, run.settings
     workers.wait_while_confirming(study, settings.stale_after_s, run.progress.console.print)
-    if settings.start_combination and plan.for_answer and (line := start_combination.enqueue_next(
+    if searching and settings.start_combination and plan.for_answer and (line := start_combination.enqueue_next(
             study, accuracy_floor(study, settings.accuracy_tolerance), plan.space.forbids, plan.space.distributions)):
         run.progress.console.print(line)
     trial = ask_unseen(study, plan.space.distributions, run.rng, plan.space.forbids, plan.space.runs_as)
@@ -174,7 +175,7 @@ def run_enqueued(run: SweepRun, count: int) -> None:
         if run.plan.slots is not None:
             _run_slots(run, 1, None, enqueued=True)
         else:
-            _run_batch(run, 1)
+            _run_batch(run, 1, enqueued=True)
 
 
 def _run_slots(run: SweepRun, budget: int, deadline: float | None, enqueued: bool = False) -> None:
@@ -184,7 +185,7 @@ def _run_slots(run: SweepRun, budget: int, deadline: float | None, enqueued: boo
     def next_launch() -> slots.Launch | None:
         if (not enqueued and run.used_up() is not None) or out_of_time(run.study, deadline):
             return None
-        return propose(run)
+        return propose(run, searching=not enqueued)
 
     def start(launch: slots.Launch, taken: list[slots.Slot]) -> Any:
         visible = slots.cuda_visible_devices(taken)
@@ -211,13 +212,13 @@ def _run_slots(run: SweepRun, budget: int, deadline: float | None, enqueued: boo
     slots.run(run.plan.slots or [], budget, next_launch, start, finish, abort)
 
 
-def _run_batch(run: SweepRun, batch: int) -> None:
+def _run_batch(run: SweepRun, batch: int, enqueued: bool = False) -> None:
     """Another launcher (joblib, submitit): a batch of trials, launched together, awaited together."""
     trials, overrides = [], []
     try:
         for _ in range(batch):
             with interrupt.deferred():  # a trial asked for is in `trials`, so a signal can close it
-                launch = propose(run)
+                launch = propose(run, searching=not enqueued)
                 trials.append(launch.trial)
                 overrides.append(launch.overrides)
         run.progress.started([t.number for t in trials], trials[0].params)
