@@ -32,8 +32,9 @@ from optuna.trial import FrozenTrial, TrialState
 
 from search.reports.choose import key
 from search.sweep.outcome import STOPPED_EARLY
-from search.sweep.roles import ROLE_ATTR, SEED_ATTR
-from search.sweep.start_design import COMBINED_ATTR, HALFWAY_ATTR, START_ATTR
+from search.sweep.baseline import at_study_seed
+from search.sweep.roles import ROLE_ATTR
+from search.sweep.start_design import COMBINED_ATTR, HALFWAY_ATTR, START_ATTR, _is_number
 
 THROUGHPUT, PROBE, ACCURACY = "throughput_samples_per_s", "probe_throughput_samples_per_s", "val_accuracy"
 
@@ -52,13 +53,21 @@ def _measured(trial: FrozenTrial) -> tuple[float, float | None] | None:
     return None
 
 
+def _baseline(trials: Sequence[FrozenTrial]) -> tuple[float, dict] | None:
+    """Your configuration's median throughput over its runs at the study's seed that ended ok, and its knob
+    values; None until one has."""
+    runs = [t for t in at_study_seed([t for t in trials if t.user_attrs.get(ROLE_ATTR) == "baseline"])
+            if (m := _measured(t)) is not None and m[1] is not None]
+    return (statistics.median(_measured(t)[0] for t in runs), runs[0].params) if runs else None
+
+
 def _halfway(dist: BaseDistribution, base: Any, moved: Any) -> Any | None:
     """The value halfway between your value and the move's as the GP sees the knob: the middle choice in their
     order, the middle of a range (geometric on a log scale, on the step's grid); None when none lies between or
     the values are not numbers."""
-    numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (base, moved))
+    numbers = _is_number(base) and _is_number(moved)
     if isinstance(dist, CategoricalDistribution):
-        if not numbers or not all(isinstance(c, (int, float)) and not isinstance(c, bool) for c in dist.choices):
+        if not numbers or not all(_is_number(c) for c in dist.choices):
             return None
         ranked = sorted(dist.choices)
         if base not in ranked or moved not in ranked:
@@ -80,14 +89,9 @@ def next_halfway(trials: Sequence[FrozenTrial], floor: float | None, distributio
     """(knob, configuration) of a move to run halfway back: a start move that was faster than your configuration
     and fell below the floor, to the choice halfway between (the far end of model pruning loses accuracy, the
     middle may not); None when none is left."""
-    if floor is None:
+    if floor is None or (yours := _baseline(trials)) is None:
         return None
-    base_trials = [t for t in trials if t.user_attrs.get(ROLE_ATTR) == "baseline" and SEED_ATTR not in t.user_attrs
-                   and (m := _measured(t)) is not None and m[1] is not None]
-    if not base_trials:
-        return None
-    baseline_speed = statistics.median(_measured(t)[0] for t in base_trials)
-    base = base_trials[0].params
+    baseline_speed, base = yours
     tried = {key(t.params) for t in trials if t.params}
     for t in trials:
         knob, m = t.user_attrs.get(START_ATTR), _measured(t)
@@ -108,11 +112,9 @@ def next_combination(trials: Sequence[FrozenTrial], floor: float | None,
                             and any(a in t.user_attrs for a in (START_ATTR, HALFWAY_ATTR, COMBINED_ATTR))
                             for t in trials):
         return None
-    base = [m[0] for t in trials if t.user_attrs.get(ROLE_ATTR) == "baseline" and SEED_ATTR not in t.user_attrs
-            and (m := _measured(t)) is not None and m[1] is not None]
-    if not base:
+    if (yours := _baseline(trials)) is None:
         return None
-    baseline_speed = statistics.median(base)
+    baseline_speed = yours[0]
     # A move stopped early had its probe faster than your configuration's run and its accuracy unknown: the
     # combination trains in full and measures it.
     paid = sorted(((m[0], t.user_attrs.get(START_ATTR) or t.user_attrs[HALFWAY_ATTR], t.params) for t in trials
@@ -144,9 +146,10 @@ def next_combination(trials: Sequence[FrozenTrial], floor: float | None,
 def enqueue_next(study: optuna.Study, floor: float | None,
                  forbids: Callable[[Mapping[str, Any]], Any] | None = None,
                  distributions: Mapping[str, BaseDistribution] | None = None) -> str | None:
-    """Enqueue the next combination (next_combination) when nothing else waits to run, so that it is the very
-    next proposal (one left waiting when the search ends would be set aside at the confirmation, and run as a
-    trial of the next sweep); the line that says so, or None."""
+    """Enqueue the next move halfway back (next_halfway; only given the space's `distributions`), else the next
+    combination (next_combination), when nothing else waits to run, so that it is the very next proposal (one left
+    waiting when the search ends would be set aside at the confirmation, and run as a trial of the next sweep);
+    the line that says so, or None."""
     trials = study.get_trials(deepcopy=False)
     if any(t.state in (TrialState.WAITING, TrialState.RUNNING) and HALFWAY_ATTR in t.user_attrs for t in trials) \
             or any(t.state == TrialState.WAITING for t in trials):
