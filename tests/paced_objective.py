@@ -64,6 +64,17 @@ def seed_sensitive(cfg: dict[str, Any]) -> dict[str, float]:
     return {**paced, "val_accuracy": accuracy}
 
 
+def pruned_too_far(cfg: dict[str, Any]) -> dict[str, float]:
+    """Model pruning makes a step 1 + 2 * ratio times faster and loses accuracy past a ratio of 0.6 (0.80
+    against 0.90); parallel.threads=2 (a speed-only knob) makes any step 1.3x faster at the same accuracy (well
+    apart from 0.5's 2x, so the order they are combined in holds under load)."""
+    ratio = float((cfg.get("model_pruning") or {}).get("ratio") or 0.0)
+    threads = int((cfg.get("parallel") or {}).get("threads") or 1)
+    step_ms = float((cfg.get("pace") or {}).get("step_ms", 20)) / (1 + 2 * ratio) / (1.3 if threads == 2 else 1.0)
+    paced = objective({**cfg, "pace": {"step_ms": step_ms}})
+    return {**paced, "val_accuracy": 0.80 if ratio > 0.6 else 0.90}
+
+
 def without_accuracy(cfg: dict[str, Any]) -> dict[str, float]:
     """No val_accuracy, only a loss: batch 128 runs twice as fast as 64 at a loss of `pace.loss_128` (2.0 by
     default, against 64's 0.1)."""

@@ -44,4 +44,5 @@ KNOB = Knob(
         "optim.lr_scaling": (f"one of {', '.join(LR_SCALINGS)}", lambda v: v in LR_SCALINGS, "sqrt"),
     },
     applies=("apply_lr_scaling",),
+    work_neutral=("optim.base_batch_size", "optim.lr_scaling"),  # the LR only
 )

@@ -57,3 +57,8 @@ class Knob:
     """Its keys that change how fast the same training runs, not what it computes (workers, threads, compile):
     a sweep times such a variation without training it again (search/sweep/staging.py). Every other key is
     maths: batch size, precision, model pruning, devices (the global batch), gradient accumulation."""
+    work_neutral: tuple[str, ...] = ()
+    """Its keys that change what the training computes but not the work a step does (the learning rate): moved
+    alone, the same training runs at your configuration's speed, so the sweep's start design does not spend a
+    trial on moving one alone (search/sweep/start_design.py). Leave a key out when in doubt (weight decay adds a
+    step's op when it is not zero): such a key is only moved once more at the start."""

@@ -53,4 +53,5 @@ KNOB = Knob(
     },
     applies=("build_optimizer",),
     speed_only=('optim.fused',),
+    work_neutral=('optim.lr',),
 )

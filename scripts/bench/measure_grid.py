@@ -96,8 +96,6 @@ GRIDS = {"digits_grid": (SPACE, BUDGET_OVERRIDES), "digits_lr_grid": (LR_SPACE, 
 BY_PARTS = frozenset({"digits_long_grid"})
 QUICK_OVERRIDES = ["train.budget_samples=320", "train.warmup_steps=1", "train.window_steps=2"]
 QUICK_SPACE = {"batch_size": "choice(32, 64)"}
-# Knobs that change the maths but not the work a step does: the learning rate scales the same update.
-WORK_NEUTRAL = frozenset({"optim.lr"})
 WORK_METRICS = ["throughput_samples_per_s", "throughput_cv", "train_wall_s", "trial_wall_s"]
 # a model's own throughput and times too: a grid measured by parts scales its training time to each work's speed
 SEED_METRICS = ["val_accuracy", "val_loss", "trial_wall_s", "throughput_samples_per_s", "train_wall_s", "eval_wall_s"]
@@ -115,7 +113,10 @@ def grid(space: dict[str, str]) -> list[dict]:
 
 
 def work_space(space: dict[str, str]) -> dict[str, str]:
-    """The grid less the knobs that change only the maths: one entry per amount of work."""
+    """The grid less the knobs that change the maths but not the work a step does (KNOB.work_neutral: the
+    learning rate scales the same update): one entry per amount of work."""
+    from search.sweep.start_design import WORK_NEUTRAL
+
     return {k: v for k, v in space.items() if k not in WORK_NEUTRAL}
 
 

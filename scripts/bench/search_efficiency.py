@@ -106,6 +106,7 @@ class Strategy:
     # "any sampler": the start design whatever the sampler (the sweep runs it for the GP only)
     combine: bool = True  # hydra.sweeper.start_combination: the start moves that paid, combined one at a time
     halfway: bool = True  # ... and a move faster but below the floor first taken halfway back
+    move_work_neutral: bool = False  # True: the start design moves the learning rate alone too (before)
 
 
 GP = "optuna.samplers.GPSampler"
@@ -119,6 +120,7 @@ STRATEGIES: dict[str, Strategy] = {
     "stopped = probe throughput + worst accuracy, infeasible": Strategy(stopped="infeasible"),
     "start moves not combined (before)": Strategy(combine=False),
     "start moves combined, none halfway back": Strategy(halfway=False),
+    "start moves the learning rate alone too (before)": Strategy(move_work_neutral=True),
     "default, no early stopping": Strategy(early_stopping=False),
     "start moves never stopped early": Strategy(stop_start_moves=False),
     "start design = sampler (the GP's random start-up)": Strategy(start_design="sampler"),
@@ -307,7 +309,7 @@ def denoised(table: Table) -> Table:
     time instead, and the cell's training time scaled to it. Where the models were trained again at other
     training seeds (table.seed_accuracy), a cell's accuracy is the mean of that median (the table's own
     seed) and those seeds' accuracies. What an ok cell reports is otherwise as measured."""
-    from measure_grid import WORK_NEUTRAL
+    from search.sweep.start_design import WORK_NEUTRAL
 
     from search.sweep.staging import SPEED_ONLY
 
@@ -491,7 +493,8 @@ def replay(table: Table, name: str, seed: int, floor: float, target: float, min_
     from search.sweep.rule_sampler import RuleAwareSampler
     from search.sweep.space import build_space
     from search.sweep.start_combination import enqueue_next
-    from search.sweep.start_design import START_ATTR, enqueue_start, one_knob_at_a_time, starts_from_design
+    from search.sweep.start_design import (START_ATTR, WORK_NEUTRAL, enqueue_start, one_knob_at_a_time,
+                                           starts_from_design)
     from search.sweep.study import METRIC_NAMES_ATTR, make_sampler
 
     dists = build_space(table.space, []).distributions
@@ -516,7 +519,8 @@ def replay(table: Table, name: str, seed: int, floor: float, target: float, min_
     enqueue(study, baseline, "baseline")  # as the sweep does: its accuracy sets the floor (search/sweep/gp_view.py)
     if strategy.start_design == "any sampler" or starts_from_design(strategy.start_design,
                                                                      strategy.search_for == "answer", base):
-        enqueue_start(study, one_knob_at_a_time(baseline, dists, _Broken.wrap(forbids), random.Random(seed)))
+        enqueue_start(study, one_knob_at_a_time(baseline, dists, _Broken.wrap(forbids), random.Random(seed),
+                                                work_neutral=frozenset() if strategy.move_work_neutral else WORK_NEUTRAL))
     first = True
     while not done():
         if strategy.combine and strategy.search_for == "answer":  # as the sweep's proposals do (trial_loop.py)
@@ -663,7 +667,7 @@ def seeds_text(table: Table, seeds: dict) -> str:
 
 def works_text(table: Table, works: dict) -> str:
     """Where a denoised cell's throughput comes from when the grid's works were timed on their own."""
-    from measure_grid import WORK_NEUTRAL
+    from search.sweep.start_design import WORK_NEUTRAL
 
     whose = ("its work's (the cells that differ only in the learning rate)" if WORK_NEUTRAL & set(table.space)
              else "its own")

@@ -16,7 +16,11 @@ knob is timed only (search/sweep/staging.py). A knob whose moved
 configuration breaks one of the space's rules (for choices that are not
 numbers: that none of the others can take) is left to the sampler, and so
 is a knob the baseline leaves without effect (persistent workers when it
-loads without workers).
+loads without workers). A knob that changes the maths but not the work a
+step does (the learning rate: KNOB.work_neutral)
+is not moved alone either: alone it runs at your configuration's speed, so
+it can never be the faster configuration the start looks for, only make
+room in accuracy for one that is; the GP moves it with the others.
 `hydra.sweeper.start_design=sampler` leaves the start to the sampler (its
 own start-up trials, random for the GP), as do `search_for=front` and every
 sampler but the GP (STARTS_FROM_DESIGN): random, grid and quasi-random
@@ -35,6 +39,8 @@ from typing import Any
 import optuna
 from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
 
+from objectives.knobs import KNOBS
+
 START_ATTR = "search.start_design"  # on a start trial: the knob it moved
 DEFERRED_ATTR = "search.start_deferred"  # on the study: [knob, params] of the moves no sweep had room for yet
 HALFWAY_ATTR = "search.start_halfway"  # on a trial: the knob moved halfway back (search/sweep/start_combination.py)
@@ -43,6 +49,8 @@ COMBINED_ATTR = "search.start_combined"  # on a trial: the start moves it combin
 # with it, TPE needed more trials than from its own random start (median 27.5 against 24.0 and 40 against 35.5
 # on the two grids, 30 seeds); random, grid and quasi-random sampling have a design of their own.
 STARTS_FROM_DESIGN = (optuna.samplers.GPSampler,)
+# Knob keys that change the maths but not the work a step does (each knob module's KNOB.work_neutral): the LR.
+WORK_NEUTRAL = frozenset(k for knob in KNOBS for k in knob.work_neutral)
 
 
 def starts_from_design(setting: str, for_answer: bool, sampler: optuna.samplers.BaseSampler) -> bool:
@@ -83,16 +91,17 @@ def _farthest(dist: BaseDistribution, value: Any, rng: random.Random,
 def one_knob_at_a_time(baseline: Mapping[str, Any], distributions: Mapping[str, BaseDistribution],
                        forbids: Callable[[Mapping[str, Any]], Any] | None,
                        rng: random.Random, unused: Callable[[Mapping[str, Any]], set[str]] | None = None,
-                       resolved: Callable[[Mapping[str, Any]], Mapping[str, Any]] | None = None
-                       ) -> list[tuple[str, dict[str, Any]]]:
+                       resolved: Callable[[Mapping[str, Any]], Mapping[str, Any]] | None = None,
+                       work_neutral: frozenset[str] = WORK_NEUTRAL) -> list[tuple[str, dict[str, Any]]]:
     """(knob, configuration) for each move of a knob of the space that stays within its rules and has an effect
     (``unused(params)``: the keys ``params`` leave without one, as persistent workers without workers), to a
     value the baseline does not already run with (``resolved(params)``: "auto" values as this machine runs
-    them: ``loader.pin_memory: null`` is ``true`` with a GPU, so the move is to ``false`` there)."""
+    them: ``loader.pin_memory: null`` is ``true`` with a GPU, so the move is to ``false`` there); never of a
+    ``work_neutral`` knob (not_moved_alone)."""
     runs = resolved or (lambda params: params)
     design = []
     for name, dist in distributions.items():
-        if name not in baseline or (unused is not None and name in unused(baseline)):
+        if name not in baseline or name in work_neutral or (unused is not None and name in unused(baseline)):
             continue
         def allowed(value: Any, name: str = name) -> bool:
             moved = {**baseline, name: value}
@@ -101,6 +110,13 @@ def one_knob_at_a_time(baseline: Mapping[str, Any], distributions: Mapping[str, 
         design += [(name, {**baseline, name: value}) for value in _farthest(dist, baseline[name], rng, allowed)
                    if allowed(value)]
     return design
+
+
+def not_moved_alone(distributions: Mapping[str, BaseDistribution],
+                    work_neutral: frozenset[str] = WORK_NEUTRAL) -> list[str]:
+    """The knobs of the space the start design leaves to the sampler because they change the maths but not the
+    work a step does: moved alone, the same work runs at your configuration's speed."""
+    return [name for name in distributions if name in work_neutral]
 
 
 def enqueue_start(study: optuna.Study, design: list[tuple[str, dict[str, Any]]], room: int | None = None) -> None:
@@ -132,15 +148,19 @@ def enqueue_deferred(study: optuna.Study, room: int) -> list[tuple[str, dict[str
     return left[:max(0, room)]
 
 
-def start_line(design: list[tuple[str, dict[str, Any]]], room: int, n_trials: int, nightly: bool = False) -> str:
+def start_line(design: list[tuple[str, dict[str, Any]]], room: int, n_trials: int, nightly: bool = False,
+               left: list[str] | None = None) -> str:
     """What the sweep says of its start; `room`: the trials n_trials leaves after the baseline's runs (the
     moves past it are kept on the study, and run first in its next sweep: enqueue_deferred). A night is a study
-    of its own: its next sweep is that night run again, never the next night."""
+    of its own: its next sweep is that night run again, never the next night. `left`: the knobs not moved alone
+    (not_moved_alone)."""
     moved = ", ".join(f"{knob}={params[knob]}" for knob, params in design)
     room = max(0, room)
     when = ("only if this night is run again (each night is a new study: a larger hydra.sweeper.n_trials runs them "
             "tonight)") if nightly else "first in this study's next sweep"
     later = (f"; {room} fit in hydra.sweeper.n_trials={n_trials} after your configuration's runs, the other "
              f"{len(design) - room} run {when}") if len(design) > room else ""
-    return (f"start: {len(design)} trial(s), each moving one knob from your configuration ({moved}){later}; "
+    alone = (f"; {', '.join(left)} not moved alone (the same work at your configuration's speed; the sampler "
+             f"moves {'them' if len(left) > 1 else 'it'} with the others)") if left else ""
+    return (f"start: {len(design)} trial(s), each moving one knob from your configuration ({moved}){later}{alone}; "
             f"hydra.sweeper.start_design=sampler leaves the start to the sampler")

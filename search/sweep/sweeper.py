@@ -55,8 +55,8 @@ from search.sweep.reproduce import configuration_overrides, paste_line
 from search.sweep.roles import CONFIRMATION_ROLES, put_back, role, set_aside_waiting
 from search.sweep.rule_sampler import within_rules
 from search.sweep.staging import staging_applies
-from search.sweep.start_design import (deferred, enqueue_deferred, enqueue_start, one_knob_at_a_time, start_line,
-                                      starts_from_design)
+from search.sweep.start_design import (deferred, enqueue_deferred, enqueue_start, not_moved_alone, one_knob_at_a_time,
+                                      start_line, starts_from_design)
 from search.sweep.study import (APP_ATTR, GP_IMPORTS, app_command, check_space_matches, large_study_notice,
                                 load_or_create, make_sampler, name_metrics, storage_location, study_identity)
 from search.sweep.sweep_settings import sweep_settings
@@ -356,7 +356,8 @@ class SweeperImpl:
         enqueue_start(study, design, None if workers.others_searching(study, self.settings.stale_after_s) else room)
         if design:
             nightly = bool(self.settings.nightly.get("enabled"))  # a night's next sweep is itself run again
-            print(start_line(design, room, self.settings.n_trials, nightly), flush=True)
+            print(start_line(design, room, self.settings.n_trials, nightly,
+                             not_moved_alone(plan.space.distributions)), flush=True)
 
     def _run_tags(self, plan: Plan) -> dict[str, str]:
         """What the sweep was, on its MLflow parent run: its objective and its fixed overrides (those every

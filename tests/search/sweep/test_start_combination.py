@@ -93,6 +93,29 @@ def test_a_sweep_combines_the_moves_that_paid_after_its_start(workdir):
     assert trials[3].user_attrs["outcome"] == "ok"
 
 
+def test_a_sweep_takes_a_move_too_far_halfway_back_then_combines_it(workdir):
+    """Model pruning 0.9 is 2.8x your configuration but 10 points less accurate, 0.5 2x at your accuracy,
+    parallel.threads=2 1.3x (paced objective): after the two moves, 0.5 runs halfway back, then with threads."""
+    env = {"PYTHONPATH": pythonpath(TESTS.parent, TESTS)}
+    result = run_search("multirun", "objective=custom", "objective.callable=paced_objective:pruned_too_far",
+                        "hydra.sweeper.params=null", "model_pruning.ratio=choice(0.0,0.5,0.9)",
+                        "parallel.threads=choice(1,2)", "hydra.sweeper.seed=0", "hydra.sweeper.n_trials=5",
+                        "hydra.sweeper.baseline_repeats=1", "hydra.sweeper.confirm_budget=0",
+                        "hydra.sweeper.study_name=halfway", cwd=workdir, env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    said = " ".join(result.stdout.split())
+    assert ("start: model_pruning.ratio=0.5, halfway back from a move that was faster and fell below your "
+            "accuracy") in said
+    assert "start: the moves that paid, combined: model_pruning.ratio=0.5, parallel.threads=2" in said
+    trials = load_study(workdir, "halfway").get_trials(deepcopy=False)
+    assert [t.params for t in trials] == [{"model_pruning.ratio": r, "parallel.threads": n}
+                                          for r, n in ((0.0, 1), (0.9, 1), (0.0, 2), (0.5, 1), (0.5, 2))]
+    assert [t.user_attrs.get(START_ATTR) for t in trials[1:3]] == ["model_pruning.ratio", "parallel.threads"]
+    assert trials[3].user_attrs[HALFWAY_ATTR] == "model_pruning.ratio"
+    assert trials[4].user_attrs[COMBINED_ATTR] == "model_pruning.ratio,parallel.threads"
+    assert all(t.user_attrs["outcome"] == "ok" for t in trials)
+
+
 def test_a_move_faster_but_below_the_floor_is_taken_halfway_back_once_then_it_is_a_move_like_the_others():
     dists = {"ratio": CategoricalDistribution([0.0, 0.25, 0.5, 0.75]), "workers": CategoricalDistribution([0, 2])}
     base = {"ratio": 0.0, "workers": 0}

@@ -16,8 +16,9 @@ from objectives.config import parse_values
 from search.sweep.combinations import fit_to_rules
 from search.sweep.roles import enqueue, enqueued_as_asked
 from search.sweep.space import build_space
-from search.sweep.staging import ACCURACY_FROM_ATTR
-from search.sweep.start_design import START_ATTR, enqueue_start, one_knob_at_a_time, start_line
+from search.sweep.staging import ACCURACY_FROM_ATTR, SPEED_ONLY
+from search.sweep.start_design import (START_ATTR, WORK_NEUTRAL, enqueue_start, not_moved_alone, one_knob_at_a_time,
+                                       start_line)
 from sweep_results import load_study
 
 TWO_CORES = Hardware(cpu_cores=2, why_no_gpu="none here")
@@ -36,14 +37,30 @@ BASELINE = {"batch_size": 64, "precision": "fp32", "parallel.devices": 1, "paral
 
 def test_each_knob_moves_alone_to_the_far_end_of_its_values():
     design = dict(one_knob_at_a_time(BASELINE, SPACE, None, random.Random(0)))
-    assert list(design) == ["batch_size", "precision", "parallel.devices", "parallel.threads", "optim.lr",
+    assert list(design) == ["batch_size", "precision", "parallel.devices", "parallel.threads",
                             "train.epochs"]  # the space's order; a knob with one value cannot move
     moved = {knob: params[knob] for knob, params in design.items()}
-    # 64 has one choice below and two above: the top end; lr 1e-3 is nearer 1e-4 on a log scale
+    # 64 has one choice below and two above: the top end
     assert moved == {"batch_size": 256, "precision": "bf16", "parallel.devices": 2, "parallel.threads": 2,
-                     "optim.lr": 1e-1, "train.epochs": 1}
+                     "train.epochs": 1}
     for knob, params in design.items():
         assert {k for k in params if params[k] != BASELINE[k]} == {knob}
+
+
+def test_the_learning_rate_is_not_moved_alone_and_the_start_line_says_so():
+    """optim.lr changes the maths, not the work a step does: moved alone it runs at your configuration's speed,
+    so it can never be the faster configuration the start looks for (replayed on digits_lr_grid and
+    digits_long_grid, its two moves were two trials before the answer, never part of it)."""
+    assert {"optim.lr", "optim.lr_scaling", "optim.base_batch_size"} <= WORK_NEUTRAL
+    assert not WORK_NEUTRAL & SPEED_ONLY
+    design = one_knob_at_a_time(BASELINE, SPACE, None, random.Random(0))
+    assert "optim.lr" not in dict(design) and not_moved_alone(SPACE) == ["optim.lr"]
+    line = start_line(design, len(design), 20, left=not_moved_alone(SPACE))
+    assert "; optim.lr not moved alone (the same work at your configuration's speed; the sampler moves it with " \
+           "the others); hydra.sweeper.start_design=sampler" in line
+    # the geometry is the same for it: lr 1e-3 is nearer 1e-4 on a log scale, so its move is to the top end
+    moved = dict(one_knob_at_a_time(BASELINE, SPACE, None, random.Random(0), work_neutral=frozenset()))
+    assert moved["optim.lr"]["optim.lr"] == 1e-1
 
 
 def test_a_knob_whose_move_breaks_a_rule_is_left_to_the_sampler():
@@ -73,7 +90,8 @@ def test_a_choice_that_is_not_a_number_is_drawn_among_those_the_rules_allow():
 
 def test_a_baseline_in_the_middle_moves_to_both_ends():
     space = {"batch_size": CategoricalDistribution([32, 64, 128]), "optim.lr": FloatDistribution(1e-3, 1e-1, log=True)}
-    design = one_knob_at_a_time({"batch_size": 64, "optim.lr": 1e-2}, space, None, random.Random(0))
+    design = one_knob_at_a_time({"batch_size": 64, "optim.lr": 1e-2}, space, None, random.Random(0),
+                                work_neutral=frozenset())
     assert [(knob, params[knob]) for knob, params in design] == [
         ("batch_size", 32), ("batch_size", 128), ("optim.lr", 1e-3), ("optim.lr", 1e-1)]
 
