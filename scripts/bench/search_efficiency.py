@@ -519,8 +519,9 @@ def replay(table: Table, name: str, seed: int, floor: float, target: float, min_
     enqueue(study, baseline, "baseline")  # as the sweep does: its accuracy sets the floor (search/sweep/gp_view.py)
     if strategy.start_design == "any sampler" or starts_from_design(strategy.start_design,
                                                                      strategy.search_for == "answer", base):
+        neutral = frozenset() if strategy.move_work_neutral else WORK_NEUTRAL
         enqueue_start(study, one_knob_at_a_time(baseline, dists, _Broken.wrap(forbids), random.Random(seed),
-                                                work_neutral=frozenset() if strategy.move_work_neutral else WORK_NEUTRAL))
+                                                work_neutral=neutral))
     first = True
     while not done():
         if strategy.combine and strategy.search_for == "answer":  # as the sweep's proposals do (trial_loop.py)
