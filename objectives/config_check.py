@@ -53,6 +53,23 @@ def fail(path: str, rule: str, value: Any, fix: Any) -> ConfigError:
     return ConfigError(f"{path} must be {rule}; got {value!r}; fix: {path}={fix}")
 
 
+def _numeric_text(value: Any, kind: type) -> bool:
+    if not isinstance(value, str):
+        return False
+    try:
+        kind(value)
+    except ValueError:
+        return False
+    return True
+
+
+def fail_text(path: str, rule: str, value: str) -> ConfigError:
+    """A number written as text, as `${oc.env:VAR}` resolves (Hydra's override grammar refuses the nested
+    `${oc.decode:...}` that would read it as a number): the fix for the command line and for a YAML config."""
+    return ConfigError(f"{path} must be {rule}; got {value!r}, text (as ${{oc.env:VAR}} gives); fix: {path}=$VAR on "
+                       f"the command line (the shell expands it), or ${{oc.decode:${{oc.env:VAR}}}} in a YAML config")
+
+
 def coerce(path: str, value: Any, default: Any, fix: Any, kind: type | None = None) -> Any:
     """Check the value's type against the default's (or ``kind`` when the default is None).
 
@@ -68,11 +85,12 @@ def coerce(path: str, value: Any, default: Any, fix: Any, kind: type | None = No
         return value
     if isinstance(default, int):
         if isinstance(value, bool) or not isinstance(value, int):
-            raise fail(path, "an int", value, fix)
+            raise fail_text(path, "an int", value) if _numeric_text(value, int) else fail(path, "an int", value, fix)
         return value
     if isinstance(default, float):
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise fail(path, "a number", value, fix)
+            raise fail_text(path, "a number", value) if _numeric_text(value, float) else fail(path, "a number", value,
+                                                                                              fix)
         return float(value)
     if isinstance(default, str):
         if not isinstance(value, str):

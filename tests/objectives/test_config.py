@@ -45,6 +45,10 @@ BAD = [
     ({"batch_size": True}, "True", "batch_size="),
     ({"batch_size": 64.0}, "64.0", "batch_size="),
     ({"batch_size": "64"}, "'64'", "batch_size="),
+    # a number as text, as ${oc.env:VAR} resolves: the fix says how to read it as a number
+    ({"train": {"budget_samples": "2000"}}, "'2000', text (as ${oc.env:VAR} gives)",
+     "fix: train.budget_samples=$VAR on the command line (the shell expands it), or ${oc.decode:${oc.env:VAR}} in"),
+    ({"optim": {"lr": "1e-3"}}, "'1e-3', text", "${oc.decode:${oc.env:VAR}}"),
     ({"model_pruning": {"ratio": 0.95}}, "0.95", "model_pruning.ratio="),
     ({"model_pruning": {"ratio": -0.1}}, "-0.1", "model_pruning.ratio="),
     ({"model_pruning": {"method": "4:8"}}, "'4:8'", "model_pruning.method=structured"),
