@@ -149,7 +149,7 @@ def enqueue_next(study: optuna.Study, floor: float | None,
     """Enqueue the next move halfway back (next_halfway; only given the space's `distributions`), else the next
     combination (next_combination), when nothing else waits to run, so that it is the very next proposal (one left
     waiting when the search ends would be set aside at the confirmation, and run as a trial of the next sweep);
-    the line that says so, or None."""
+    the line that says so (the first combination's names the setting that turns them off), or None."""
     trials = study.get_trials(deepcopy=False)
     if any(t.state in (TrialState.WAITING, TrialState.RUNNING) and HALFWAY_ATTR in t.user_attrs for t in trials) \
             or any(t.state == TrialState.WAITING for t in trials):
@@ -162,6 +162,7 @@ def enqueue_next(study: optuna.Study, floor: float | None,
     if (step := next_combination(trials, floor, forbids)) is None:
         return None
     knobs, params = step
+    first = not any(COMBINED_ATTR in t.user_attrs for t in trials)
     study.enqueue_trial(params, user_attrs={COMBINED_ATTR: ",".join(knobs)}, skip_if_exists=False)
-    return (f"start: the moves that paid, combined: {', '.join(f'{k}={params[k]}' for k in knobs)} "
-            f"(hydra.sweeper.start_combination=false leaves it to the sampler)")
+    return (f"start: the moves that paid, combined: {', '.join(f'{k}={params[k]}' for k in knobs)}"
+            + (" (hydra.sweeper.start_combination=false leaves it to the sampler)" if first else ""))

@@ -61,7 +61,7 @@ def test_a_combination_below_the_floor_does_not_pay_and_one_still_waiting_holds_
     trial.set_user_attr("metrics", {"throughput_samples_per_s": 2600.0, "val_accuracy": 0.80})
     study.tell(trial, [2600.0, 0.80])
     line = enqueue_next(study, FLOOR)
-    assert line is not None and line.startswith("start: the moves that paid, combined: workers=2, bf16=True")
+    assert line == "start: the moves that paid, combined: workers=2, bf16=True"  # the setting named once, at the first
     [waiting] = study.get_trials(deepcopy=False, states=(TrialState.WAITING,))
     assert waiting.user_attrs[COMBINED_ATTR] == "workers,bf16"
 
