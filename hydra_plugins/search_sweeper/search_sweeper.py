@@ -55,6 +55,7 @@ class NightlyConf:
     alpha: float = 0.01  # significance of the one-sided Welch t-test on log throughput
     min_drop: float = 0.05  # and the smallest median drop (fraction) that counts as a regression
     max_wall_s: Optional[float] = None  # stop starting search trials after this long (repeats still run)
+    accept_slowdown: bool = False  # true for one night: a regression that stands since an earlier night is accepted
 
 
 @dataclass

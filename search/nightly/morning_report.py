@@ -35,10 +35,16 @@ class Summary:
     changes: list[str] = field(default_factory=list)
     differences: list[Difference] = field(default_factory=list)  # the compared runs' FLOPs, CPU/GPU share
     incumbent_runs_this_run: int | None = None  # of tonight's runs of the incumbent, those this run made
+    standing: Candidate | None = None  # a regression that stands: its configuration's runs on the last fast night
+    standing_night: str | None = None
+    standing_since: str | None = None
+    standing_tonight: Candidate | None = None
+    standing_verdict: Verdict | None = None
+    accepted: dict | None = None  # the standing regression tonight accepted (hydra.sweeper.nightly.accept_slowdown)
 
     @property
     def regressed(self) -> bool:
-        return bool(self.verdict and self.verdict.regressed)
+        return any(v is not None and v.regressed for v in (self.verdict, self.standing_verdict))
 
 
 def _fmt(v: float) -> str:
@@ -80,6 +86,7 @@ def markdown(s: Summary, status: str) -> str:
                   _vs(s, s.last_best, s.last_night, "last night's best"),
                   _vs(s, s.best_ever, s.best_ever_night, "the best ever"), ""]
     lines += ["## Regressions", ""]
+    lines += _standing_lines(s)
     if s.verdict is None:
         lines += ["None tested: no earlier night on this hardware.", ""]
     else:
@@ -101,6 +108,35 @@ def markdown(s: Summary, status: str) -> str:
         lines += [f"- {c}" for c in s.changes] or [f"None (same as {s.previous_night}).{_moved_note(s)}"]
         lines += [""]
     return "\n".join(lines)
+
+
+def _standing_lines(s: Summary) -> list[str]:
+    """A regression found on an earlier night, tested again tonight against the last night it was fast on."""
+    if s.accepted:
+        return [f"Accepted: the regression since {s.accepted['since']} (`{_knobs(s.accepted['params'])}`, slower "
+                f"than on {s.accepted['night']}) is no longer tested (hydra.sweeper.nightly.accept_slowdown=true).",
+                ""]
+    if s.standing_verdict is None:
+        return []
+    v, config = s.standing_verdict, _config(s.standing)
+    if v.regressed:
+        head = (f"**STILL A REGRESSION** since {s.standing_since}: {config} is still slower than on "
+                f"{s.standing_night}, the last night it was fast on")
+    elif v.tested:
+        head = f"Recovered: {config}, slower since {s.standing_since}, is back to its speed of {s.standing_night}"
+    else:
+        head = (f"**NOT TESTED**: the regression since {s.standing_since} ({config}, against {s.standing_night}) "
+                f"was not measured again enough; it stands until a night measures it")
+    now = ", ".join(_fmt(x) for x in s.standing_tonight.values(s.metric)) if s.standing_tonight else "none"
+    fix = ([f"- to accept the new speed (an intended change), run the next night with "
+            f"hydra.sweeper.nightly.accept_slowdown=true"] if v.regressed or not v.tested else [])
+    return [f"{head}.", "", f"- {s.metric} on {s.standing_night}: "
+            f"{', '.join(_fmt(x) for x in s.standing.values(s.metric))}", f"- {s.metric} tonight: {now}",
+            f"- {v.why}", *fix, ""]
+
+
+def _knobs(params: dict) -> str:
+    return " ".join(f"{k}={v}" for k, v in sorted(params.items()))
 
 
 def write(s: Summary, status: str, out_dir: Path, plot_files: list[Path]) -> list[Path]:

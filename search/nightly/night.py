@@ -12,6 +12,16 @@ Then the incumbent's repeats are tested against its measurements of that
 earlier night (search/nightly/regression.py) and the report is written
 (search/nightly/morning_report.py).
 
+A regression stands until a night recovers from it: the night that found it
+records the configuration and the night it was faster on (STANDING), and
+each later night measures that configuration again (`repeats` times, unless
+it is the incumbent) and tests it against that night's runs, the verdict
+`regression` again while it is slower. Without this, the night after a
+regression compared last night's slow answer with itself and said fine.
+`hydra.sweeper.nightly.accept_slowdown=true` for one night accepts a
+slowdown that stands (an intended change): that night neither tests nor
+carries it.
+
 Nights belong together by `hydra.sweeper.nightly.series`, stored as a study
 attribute, and are ordered by the time they started; hardware means the
 fingerprint's GPU and CPU fields (not the host name, so identical machines
@@ -49,6 +59,10 @@ SUPERSEDED_BY = "search.nightly.superseded_by"
 SUPERSEDED_VERDICT = "search.nightly.superseded_verdict"
 ROLE = NIGHTLY_ROLE_ATTR  # on a trial: incumbent | warm_start | top_up (and an MLflow tag)
 ENDED_WITHOUT_REPORT = ("KILLED", "FAILED")  # MLflow statuses of a parent run whose night never reported
+# On a night whose regression stands (or whose test of it could not run): {"params": the configuration, "night":
+# the last night it was fast on, "since": the first night it was slow on}. The next night tests it again.
+STANDING = "search.nightly.standing_regression"
+REGRESSED_SINCE = "search.nightly.regressed_since"  # an MLflow tag of a night whose verdict is a standing regression
 HARDWARE_KEYS = ("gpu_name", "gpu_count", "cpu_model", "cpu_count")
 
 
@@ -59,6 +73,10 @@ class Night:
     earlier: list[optuna.Study] = field(default_factory=list)  # same series, newest first
     incumbent: Candidate | None = None  # last night's best on this hardware
     incumbent_night: str | None = None
+    standing: Candidate | None = None  # a regression that stands: the configuration's runs on the last fast night
+    standing_night: str | None = None  # that night
+    standing_since: str | None = None  # the first night it was slow on
+    accepted: dict | None = None  # a standing regression tonight accepts (hydra.sweeper.nightly.accept_slowdown)
     enqueued: int = 0  # by this start
     on_top: int = 0  # waiting to run on top of n_trials: tonight's repeats and warm starts (a resumed night's too)
     first_trial: int = 0  # the study's trials before this run: a resumed night's are its earlier run's
@@ -129,26 +147,57 @@ def start(cfg: Mapping[str, Any], study: optuna.Study, storage: Any,
             break
     if first and night.incumbent is not None and _fits(night.incumbent.params, distributions):
         night.enqueued += _enqueue(study, night.incumbent.params, "incumbent", int(cfg["repeats"]))
+    _standing(night, here)
+    if first and night.standing is not None and _fits(night.standing.params, distributions) and (
+            night.incumbent is None or key(night.standing.params) != key(night.incumbent.params)):
+        night.enqueued += _enqueue(study, night.standing.params, "standing", int(cfg["repeats"]))
     pool: dict[tuple, Candidate] = {}
     for past in night.earlier:
         for cand in candidates(past.get_trials(deepcopy=False)):
             if metric in cand.metrics and (key(cand.params) not in pool
                                            or cand.metrics[metric] > pool[key(cand.params)].metrics[metric]):
                 pool[key(cand.params)] = cand
-    skip = key(night.incumbent.params) if night.incumbent else None
+    skip = {key(c.params) for c in (night.incumbent, night.standing) if c is not None}  # measured again already
     warm = [c for c in ranked(list(pool.values()), metric)
-            if key(c.params) != skip and _fits(c.params, distributions)][:int(cfg["warm_start"])]
+            if key(c.params) not in skip and _fits(c.params, distributions)][:int(cfg["warm_start"])]
     warm_enqueued = sum(_enqueue(study, cand.params, "warm_start", 1) for cand in warm) if first else 0
     repeats = f"{night.enqueued} run(s) of it, " if night.incumbent else ""
     said = (f"{repeats}{warm_enqueued} warm-start configuration(s) enqueued" if first
             else "what it reruns enqueued by the study's first worker")
     night.enqueued += warm_enqueued
     inc = f"incumbent from {night.incumbent_night}" if night.incumbent else "no earlier night"
+    if night.standing is not None:
+        inc += (f"; a regression stands since {night.standing_since} ({_knobs(night.standing.params)} slower than on "
+                f"{night.standing_night}): measured again")
+    elif night.accepted:
+        inc += (f"; the regression since {night.accepted['since']} is accepted "
+                f"(hydra.sweeper.nightly.accept_slowdown=true): not tested from tonight")
     print(f"nightly: {len(night.earlier)} earlier nights in series {cfg['series']!r}; {inc}; {said}", flush=True)
     if first:  # a resumed night's leftovers count too: they ran in place of the night's new trials
         night.on_top = sum(1 for t in study.get_trials(deepcopy=False, states=(TrialState.WAITING,))
-                           if t.user_attrs.get(ROLE) in ("incumbent", "warm_start"))
+                           if t.user_attrs.get(ROLE) in ("incumbent", "standing", "warm_start"))
     return night
+
+
+def _knobs(params: Mapping[str, Any]) -> str:
+    return " ".join(f"{k}={v}" for k, v in sorted(params.items()))
+
+
+def _standing(night: Night, here: dict[str, str]) -> None:
+    """The regression that stands from the last reported night on this hardware (STANDING), with the runs of its
+    configuration on the night it was fast on; none when that night recovered or accepted it."""
+    last = next((past for past in night.earlier if hardware(past) == here and VERDICT in past.user_attrs), None)
+    held = last.user_attrs.get(STANDING) if last is not None else None
+    if not held:
+        return
+    if night.cfg.get("accept_slowdown"):
+        night.accepted = held
+        return
+    fast = next((past for past in night.earlier if past.study_name == held["night"]), None)
+    runs = next((c for c in candidates(_whole(fast.get_trials(deepcopy=False))) if key(c.params) == key(held["params"])
+                 and night.cfg["metric"] in c.metrics), None) if fast is not None else None
+    if runs is not None:
+        night.standing, night.standing_night, night.standing_since = runs, held["night"], held["since"]
 
 
 def _whole(trials: list[optuna.trial.FrozenTrial]) -> list[optuna.trial.FrozenTrial]:
@@ -177,6 +226,19 @@ def night_result(study: optuna.Study, metric: str) -> Candidate | None:
     return best(candidates(trials), metric)
 
 
+def _stands(night: Night, summary: Any) -> dict | None:
+    """What tonight hands the next night to test again (STANDING): the regression that stood before tonight unless
+    tonight measured it recovered (untested, it still stands), else the one tonight found (the incumbent slower than
+    on its night), else none."""
+    if summary.standing_verdict is not None and (summary.standing_verdict.regressed
+                                                 or not summary.standing_verdict.tested):
+        return {"params": dict(night.standing.params), "night": night.standing_night, "since": night.standing_since}
+    if summary.verdict is not None and summary.verdict.regressed:
+        return {"params": dict(night.incumbent.params), "night": night.incumbent_night,
+                "since": night.study.study_name}
+    return None
+
+
 def night_metrics(summary: Any) -> dict[str, float]:
     """Numbers of the night on its MLflow parent run, to chart nights side by side (the trial runs hold the rest):
     tonight's result's median `metric`, and the incumbent's test, its median change (a fraction, -0.05: 5% slower)
@@ -187,6 +249,9 @@ def night_metrics(summary: Any) -> dict[str, float]:
     if summary.verdict is not None:
         out.update(nightly_incumbent_change_fraction=summary.verdict.change,
                    nightly_incumbent_p_value=summary.verdict.p_value)
+    if summary.standing_verdict is not None:  # against the last night it was fast on
+        out.update(nightly_standing_change_fraction=summary.standing_verdict.change,
+                   nightly_standing_p_value=summary.standing_verdict.p_value)
     return out
 
 
@@ -272,16 +337,29 @@ def finish(night: Night, metric_names: list[str], out_dir: Path, parent_run_id: 
         found = night_result(past, metric) if hardware(past) == here else None
         if found and (summary.best_ever is None or found.metrics[metric] > summary.best_ever.metrics[metric]):
             summary.best_ever, summary.best_ever_night = found, past.study_name
+    if night.standing is not None:  # its runs tonight against the last night it was fast on
+        now = next((c for c in candidates(_whole(night.study.get_trials(deepcopy=False)))
+                    if key(c.params) == key(night.standing.params)), None)
+        summary.standing, summary.standing_night, summary.standing_since = (
+            night.standing, night.standing_night, night.standing_since)
+        summary.standing_tonight = now
+        summary.standing_verdict = compare(now.values(metric) if now else [], night.standing.values(metric),
+                                           float(cfg["alpha"]), float(cfg["min_drop"]))
+    summary.accepted = night.accepted
     # Not tested though there was something to test (its repeats failed, or left the space): not a fine night.
-    untested = summary.verdict is not None and not summary.verdict.tested
+    untested = any(v is not None and not v.tested for v in (summary.verdict, summary.standing_verdict))
     status = ("failed" if summary.tonight is None else "regression" if summary.regressed
               else "untested" if untested else "ok")
     night.study.set_user_attr(VERDICT, status)
+    standing = _stands(night, summary)
+    if standing:
+        night.study.set_user_attr(STANDING, standing)
     files = write(summary, status, out_dir, plot_files)
     print(f"nightly: {status}; report: {files[0].absolute()} and {files[1].absolute()}", flush=True)
     moved_tags, condition_metrics = conditions.run_figures(summary.differences)
+    since = {REGRESSED_SINCE: standing["since"]} if standing and summary.regressed else {}
     problem = log_report(parent_run_id, files, tags={
-        **run_tags(night), VERDICT: status, REGRESSION: str(status == "regression").lower(), **moved_tags},
+        **run_tags(night), VERDICT: status, REGRESSION: str(status == "regression").lower(), **moved_tags, **since},
         metrics={**night_metrics(summary), **condition_metrics})
     if problem:
         print(f"warning: the nightly report is not in MLflow ({problem}); it is on disk", flush=True)

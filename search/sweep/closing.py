@@ -18,7 +18,7 @@ from search.sweep.failure_policy import FAILURES
 from search.sweep.metric_names import ended_ok, unreported
 from search.sweep.outcome import CONSTRAINTS_ATTR, RUNNABLE, Scored, score, tell
 from search.sweep.recovery import HEARTBEAT_ATTR, RETRIES_ATTR, RETRY_OF_ATTR, retry
-from search.sweep.roles import CONFIRMATION_ROLES, NIGHTLY_ROLE_ATTR, ROLE_ATTR, ROUND_ATTR, SEED_ATTR
+from search.sweep.roles import CONFIRMATION_ROLES, NIGHTLY_ROLE_ATTR, NIGHTLY_TESTED, ROLE_ATTR, ROUND_ATTR, SEED_ATTR
 from search.sweep.staging import ACCURACY_FROM_ATTR, logged_metrics, with_inherited_accuracy
 from search.tracking import mlflow_runs as tracking
 
@@ -54,11 +54,13 @@ def close_trial(run: SweepRun, trial: optuna.Trial, result: Any) -> str:
     if refusal:  # SystemExit: the sweep's run is ended on the way out
         exit_bad_input(BadInput(f"{refusal}; with other metrics, also a new hydra.sweeper.study_name (study "
                                 f"{run.study.study_name!r} now holds this trial, under the metrics it was made with)"))
-    if scored.outcome in FAILURES and trial.user_attrs.get(NIGHTLY_ROLE_ATTR) == "incumbent":
+    if scored.outcome in FAILURES and trial.user_attrs.get(NIGHTLY_ROLE_ATTR) in NIGHTLY_TESTED:
         # Last night's answer crashing tonight is what the night's test reports (its repeats not measured: untested),
         # not a broken machine: counted, 5 repeats against 2 baseline runs gave up every night, and the next night
-        # took the same incumbent again.
-        return f"{scored.outcome} (last night's answer)"
+        # took the same incumbent again. So is a configuration whose regression stands.
+        which = "last night's answer" if trial.user_attrs.get(NIGHTLY_ROLE_ATTR) == "incumbent" else \
+            "the configuration that regressed"
+        return f"{scored.outcome} ({which})"
     return scored.outcome
 
 
@@ -91,7 +93,8 @@ def run_name(number: int, attrs: Mapping[str, Any]) -> str:
     role = attrs.get(ROLE_ATTR)
     parts = {"baseline": ["baseline"], "seed_check": ["seed check"],
              "confirm": [f"confirm r{attrs.get(ROUND_ATTR, '')}"]}.get(role, [])
-    parts += {"incumbent": ["incumbent"], "warm_start": ["warm start"], "top_up": ["top-up"]}.get(
+    parts += {"incumbent": ["incumbent"], "standing": ["regressed"], "warm_start": ["warm start"],
+              "top_up": ["top-up"]}.get(
         attrs.get(NIGHTLY_ROLE_ATTR), [])
     if SEED_ATTR in attrs:
         parts.append(f"seed {attrs[SEED_ATTR]}")
@@ -108,7 +111,8 @@ def trial_kind(attrs: dict[str, Any]) -> str:
     parts = {"baseline": ["baseline"], "seed_check": ["second-seed check"],
              "confirm": [f"confirmation round {attrs.get(ROUND_ATTR, '')}"]}.get(role, [])  # 1, 2, ... as stored
     nightly = attrs.get(NIGHTLY_ROLE_ATTR)  # nightly's repeats: last night's answer, earlier nights', tonight's
-    parts += {"incumbent": ["last night's answer again"], "warm_start": ["an earlier night's"],
+    parts += {"incumbent": ["last night's answer again"], "standing": ["the configuration that regressed, again"],
+              "warm_start": ["an earlier night's"],
               "top_up": ["tonight's answer, a whole run"]}.get(nightly, [])
     if SEED_ATTR in attrs:
         parts.append(f"seed {attrs[SEED_ATTR]}")

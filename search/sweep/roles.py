@@ -25,7 +25,10 @@ ROLE_ATTR = "search.trial_role"  # not "search.role": MLflow runs carry that tag
 SEED_ATTR = "search.seed"
 EXTRA_OVERRIDES_ATTR = "search.extra_overrides"
 ROUND_ATTR = "search.confirm_round"  # a confirmation round's number (search/sweep/confirm.py)
-NIGHTLY_ROLE_ATTR = "search.nightly.role"  # incumbent | warm_start | top_up (search/nightly/night.py)
+NIGHTLY_ROLE_ATTR = "search.nightly.role"  # incumbent | standing | warm_start | top_up (search/nightly/night.py)
+# Nightly's repeats that are its regression tests' measurements tonight: last night's answer's, and those of the
+# configuration whose regression stands since an earlier night (search/nightly/night.py).
+NIGHTLY_TESTED = ("incumbent", "standing")
 # What a trial was enqueued as, set when it was enqueued: a retry of it (search/sweep/recovery.py) is the same
 # trial again. Without them a killed baseline run came back as a plain trial, at the study's seed.
 ENQUEUED_AS = (ROLE_ATTR, SEED_ATTR, EXTRA_OVERRIDES_ATTR, ROUND_ATTR, NIGHTLY_ROLE_ATTR, START_ATTR, HALFWAY_ATTR,
@@ -39,9 +42,10 @@ PROPOSALS_ENQUEUED = (REPLACES_ATTR, START_ATTR, HALFWAY_ATTR, COMBINED_ATTR)
 
 def measured_whatever_the_time(trial: optuna.trial.FrozenTrial) -> bool:
     """Enqueued runs that still run past hooks.max_wall_s (nightly's): your configuration's, which the
-    answer is measured against, and last night's answer's repeats, tonight's only measurements for the
-    regression test. Left waiting, a slow night (the one a regression makes) would skip its own test."""
-    return trial.user_attrs.get(ROLE_ATTR) == "baseline" or trial.user_attrs.get(NIGHTLY_ROLE_ATTR) == "incumbent"
+    answer is measured against, and the repeats of last night's answer and of a regression that stands,
+    tonight's only measurements for the regression tests. Left waiting, a slow night (the one a regression
+    makes) would skip its own test."""
+    return trial.user_attrs.get(ROLE_ATTR) == "baseline" or trial.user_attrs.get(NIGHTLY_ROLE_ATTR) in NIGHTLY_TESTED
 
 
 def enqueued_params(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> dict[str, Any]:

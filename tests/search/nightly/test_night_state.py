@@ -298,3 +298,75 @@ def test_a_killed_nights_parent_run_is_superseded_by_its_resumed_report(tmp_path
     ended = client.search_runs([experiment.experiment_id], "tags.`search.nightly` = 'true' and "
                                "attributes.status != 'RUNNING'")
     assert all(nightly.VERDICT in r.data.tags for r in ended) and len(ended) == 3
+
+
+def _tonight(storage: optuna.storages.BaseStorage, name: str, started: str, cfg: dict | None = None,
+             **speeds: float) -> tuple[optuna.Study, nightly.Night]:
+    """A night started (start()), its enqueued repeats run at `speeds` (batch size -> samples/s, `b64=...`, with
+    a little spread) and its answer batch_size=64."""
+    study = night(storage, name, started)
+    state = nightly.start(cfg or CFG, study, storage, SPACE)
+    for i, trial in enumerate(study.get_trials(states=(TrialState.WAITING,))):
+        asked = study.ask(SPACE)
+        speed = speeds[f"b{asked.params['batch_size']}"] * (1 + 0.01 * (i % 3))
+        asked.set_user_attr("outcome", "ok")
+        asked.set_user_attr("metrics", {"throughput_samples_per_s": speed, "val_accuracy": 0.83})
+        study.tell(asked, speed)
+    study.set_user_attr(ANSWER_ATTR, {"params": {"batch_size": 64}})
+    return study, state
+
+
+def test_a_regression_stands_until_a_night_measures_it_back_at_its_old_speed(tmp_path: Path) -> None:
+    """Was: the night after a regression took the slow night's answer as its incumbent, compared slow with slow
+    and said OK (exit 0) while the slowdown was still there. Now it is tested against the last fast night until
+    it recovers."""
+    from search.errors import EXIT_REGRESSION
+
+    storage = optuna.storages.InMemoryStorage()
+    measured(storage, "n1", "2026-11-25T02:00:00+0000", 64, (1400.0, 1410.0, 1390.0))
+    slow, state = _tonight(storage, "n2", "2026-11-26T02:00:00+0000", b64=700.0, b256=2000.0)
+    assert nightly.finish(state, [CFG["metric"]], tmp_path / "n2", None, []) == EXIT_REGRESSION
+    assert slow.user_attrs[nightly.STANDING] == {"params": {"batch_size": 64}, "night": "n1", "since": "n2"}
+
+    still, state = _tonight(storage, "n3", "2026-11-27T02:00:00+0000", b64=700.0, b256=2000.0)
+    assert state.standing_night == "n1" and state.standing_since == "n2"
+    assert [t.user_attrs[nightly.ROLE] for t in still.trials].count("standing") == 0  # 64 is the incumbent too
+    assert nightly.finish(state, [CFG["metric"]], tmp_path / "n3", None, []) == EXIT_REGRESSION
+    report = (tmp_path / "n3" / "nightly.md").read_text()
+    assert "# Nightly n3: REGRESSION" in report and "No regression: last night's best (n2" in report  # slow = slow
+    assert "**STILL A REGRESSION** since n2: `batch_size=64` is still slower than on n1" in report, report
+    assert "hydra.sweeper.nightly.accept_slowdown=true" in report
+    assert still.user_attrs[nightly.STANDING]["since"] == "n2"
+
+    back, state = _tonight(storage, "n4", "2026-11-28T02:00:00+0000", b64=1400.0, b256=2000.0)
+    assert nightly.finish(state, [CFG["metric"]], tmp_path / "n4", None, []) == 0
+    report = (tmp_path / "n4" / "nightly.md").read_text()
+    assert "Recovered: `batch_size=64`, slower since n2, is back to its speed of n1" in report, report
+    assert nightly.STANDING not in back.user_attrs
+    _, state = _tonight(storage, "n5", "2026-11-29T02:00:00+0000", b64=1400.0, b256=2000.0)
+    assert state.standing is None
+
+
+def test_a_standing_regression_of_another_configuration_is_measured_again_or_accepted(tmp_path: Path) -> None:
+    from search.errors import EXIT_REGRESSION
+
+    storage = optuna.storages.InMemoryStorage()
+    measured(storage, "n1", "2026-11-25T02:00:00+0000", 64, (1400.0, 1410.0, 1390.0))
+    slow, state = _tonight(storage, "n2", "2026-11-26T02:00:00+0000", b64=700.0, b256=2000.0)
+    for throughput in (2000.0, 2010.0, 1990.0):  # the slow night answered another configuration
+        add(slow, 256, throughput, 0.83)
+    slow.set_user_attr(ANSWER_ATTR, {"params": {"batch_size": 256}})
+    assert nightly.finish(state, [CFG["metric"]], tmp_path / "n2", None, []) == EXIT_REGRESSION
+    still, state = _tonight(storage, "n3", "2026-11-27T02:00:00+0000", b64=700.0, b256=2000.0)
+    roles = [t.user_attrs[nightly.ROLE] for t in still.trials]
+    assert roles == ["incumbent"] * 3 + ["standing"] * 3  # 256, then 64 (no warm start: both measured again)
+    assert [t.params["batch_size"] for t in still.trials if t.user_attrs[nightly.ROLE] == "standing"] == [64] * 3
+    assert nightly.finish(state, [CFG["metric"]], tmp_path / "n3", None, []) == EXIT_REGRESSION
+
+    accepting = {**CFG, "accept_slowdown": True}
+    accepted, state = _tonight(storage, "n4", "2026-11-28T02:00:00+0000", accepting, b64=700.0, b256=2000.0)
+    assert "standing" not in [t.user_attrs[nightly.ROLE] for t in accepted.trials]
+    assert nightly.finish(state, [CFG["metric"]], tmp_path / "n4", None, []) == 0
+    report = (tmp_path / "n4" / "nightly.md").read_text()
+    assert "Accepted: the regression since n2 (`batch_size=64`, slower than on n1) is no longer tested" in report
+    assert nightly.STANDING not in accepted.user_attrs
