@@ -73,15 +73,16 @@ class Nights:
 
 @pytest.fixture(scope="module")
 def nights(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Nights]:
-    """Night 1, night 2 the same, night 3 slower, then night 2 run again (as after it was killed): run once,
-    looked at by the tests below (`night-2-again` is the re-run's report)."""
+    """Night 1, night 2 the same, night 3 slower, then night 2 run again (as after it was killed), then night 4
+    still slower: run once, looked at by the tests below (`night-2-again` is the re-run's report)."""
     root = tmp_path_factory.mktemp("nightly")
     server = MlflowServer(f"sqlite:///{root}/server.db").start()
     env = {"MLFLOW_TRACKING_URI": server.uri, "PYTHONPATH": pythonpath(REPO, TESTS)}
     found = Nights(root, server, env, {}, {})
     try:
         for name, study, extra in (("night-1", "night-1", []), ("night-2", "night-2", []),
-                                   ("night-3", "night-3", [SLOW]), ("night-2-again", "night-2", [])):
+                                   ("night-3", "night-3", [SLOW]), ("night-2-again", "night-2", []),
+                                   ("night-4", "night-4", [SLOW])):
             done = run_search("nightly", f"hydra.sweeper.study_name={study}", f"hydra.sweep.dir={name}", *NIGHT,
                               *extra, cwd=root, env=env, timeout_s=300)
             report = root / name / "report" / "nightly.md"
@@ -127,6 +128,20 @@ def test_nights_warm_start_compare_and_catch_a_regression_without_a_false_alarm(
     assert "# Nightly night-3: REGRESSION" in text and "**REGRESSION**: last night's best (night-2" in text
     assert nights.parent_run("night-3").data.tags[VERDICT] == "regression"
     assert (nights.dir / "night-3" / "report" / "nightly.html").read_text().count("<h2>") == 4
+
+
+def test_a_regression_that_stands_is_a_regression_again_the_next_night(nights: Nights) -> None:
+    """Night 4 is as slow as night 3: its incumbent (night 3's slow answer) measures the same, and its test against
+    night 2, the last night that configuration was fast on, still fails. Was: exit 0, "No regression"."""
+    done, text = nights.runs["night-4"], nights.reports["night-4"]
+    assert done.returncode == EXIT_REGRESSION, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "a regression stands since night-3" in done.stdout
+    assert "# Nightly night-4: REGRESSION" in text and "**STILL A REGRESSION** since night-3: " in text, text
+    assert "is still slower than on night-2, the last night it was fast on" in text
+    assert "No regression: last night's best (night-3" in text  # slow against slow
+    tags = nights.parent_run("night-4").data.tags
+    assert tags[VERDICT] == "regression" and tags["search.nightly.regressed_since"] == "night-3"
+    assert nights.parent_run("night-4").data.metrics["nightly_standing_change_fraction"] < -0.3
 
 
 def test_a_night_run_again_after_a_later_one_compares_with_the_night_before_it(nights: Nights) -> None:
