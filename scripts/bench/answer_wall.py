@@ -14,7 +14,7 @@ Per sweep: the process's wall time, the search's and the confirmation's
 (from the answer stored on the study), the answer and its speedup with its
 95% interval. The saving is 1 - answer's wall / no saving's, per pair, for
 the search alone and for the whole sweep (the command, start to end).
-Two `answer` sweeps agree when their intervals overlap.
+Two `answer` sweeps agree when their intervals overlap; every pair of them is compared.
 
     python scripts/bench/answer_wall.py            # 2 pairs, n_trials=20 -> docs/BENCHMARKS.md
     python scripts/bench/answer_wall.py --quick    # 1 pair, n_trials=3, budget_samples 1000, ~2 min
@@ -22,6 +22,7 @@ Two `answer` sweeps agree when their intervals overlap.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import statistics
@@ -105,11 +106,10 @@ def main() -> int:
             savings.append(1 - a["search_wall_s"] / b["search_wall_s"])
         whole_savings.append(1 - a["wall_s"] / b["wall_s"])  # the command, start to end: confirmation included
     answers = [r["answer"] for _, arm, r in rows if arm == "answer" and r["answer"]]
-    agree = same = None
-    if len(answers) >= 2 and not any(a.get("is_baseline") for a in answers[:2]):
-        x, y = answers[:2]
-        agree = x["ci_low"] <= y["ci_high"] and y["ci_low"] <= x["ci_high"]
-        same = x["params"] == y["params"]
+    confirmed = [a for a in answers if not a.get("is_baseline")]
+    pairs_of = list(itertools.combinations(confirmed, 2))  # every two `answer` sweeps with a confirmed speedup
+    agree = sum(x["ci_low"] <= y["ci_high"] and y["ci_low"] <= x["ci_high"] for x, y in pairs_of)
+    same = sum(x["params"] == y["params"] for x, y in pairs_of)
     lines = [SECTION, "",
              f"`python scripts/bench/answer_wall.py{' --quick' if args.quick else ''}` on {date.today()}: "
              f"{machine_line()}; load {loads[0]} before, {loads[1]} after. The default space, "
@@ -135,10 +135,10 @@ def main() -> int:
                      f"{', '.join(f'{s:.0%}' for s in confirm_shares)} (budget 15%, hydra.sweeper.confirm_budget); "
                      "of the whole sweep's (the command, start to end): "
                      f"{', '.join(f'{s:.0%}' for s in whole_shares)}.")
-    if agree is not None:
-        lines.append(f"Repeatability: the two `answer` sweeps (the same command, sampler seed 0) "
-                     f"{'gave the same answer' if same else 'gave different answers'}; their speedup intervals "
-                     f"{'overlap' if agree else 'do not overlap'}.")
+    if pairs_of:
+        lines.append(f"Repeatability: of the {len(pairs_of)} pair(s) of `answer` sweeps with a confirmed speedup "
+                     f"(the same command, sampler seed 0; {len(confirmed)} of {len(answers)} sweeps), {same} gave the "
+                     f"same answer and {agree} have overlapping speedup intervals.")
     text = "\n".join(lines)
     print(text)
     if not args.quick:

@@ -57,7 +57,7 @@ REGRESSION = "search.nightly.regression"  # true | false (superseded, as the ver
 SUPERSEDED = "superseded"  # the verdict of an earlier report of the same night (a night run again)
 SUPERSEDED_BY = "search.nightly.superseded_by"
 SUPERSEDED_VERDICT = "search.nightly.superseded_verdict"
-ROLE = NIGHTLY_ROLE_ATTR  # on a trial: incumbent | warm_start | top_up (and an MLflow tag)
+ROLE = NIGHTLY_ROLE_ATTR  # on a trial: incumbent | standing | warm_start | top_up (and an MLflow tag)
 ENDED_WITHOUT_REPORT = ("KILLED", "FAILED")  # MLflow statuses of a parent run whose night never reported
 # On a night whose regression stands (or whose test of it could not run): {"params": the configuration, "night":
 # the last night it was fast on, "since": the first night it was slow on}. The next night tests it again.
@@ -352,7 +352,7 @@ def finish(night: Night, metric_names: list[str], out_dir: Path, parent_run_id: 
               else "untested" if untested else "ok")
     night.study.set_user_attr(VERDICT, status)
     standing = _stands(night, summary)
-    if standing:
+    if standing or STANDING in night.study.user_attrs:  # a night run again may have recovered since
         night.study.set_user_attr(STANDING, standing)
     files = write(summary, status, out_dir, plot_files)
     print(f"nightly: {status}; report: {files[0].absolute()} and {files[1].absolute()}", flush=True)
