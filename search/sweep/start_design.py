@@ -16,11 +16,11 @@ knob is timed only (search/sweep/staging.py). A knob whose moved
 configuration breaks one of the space's rules (for choices that are not
 numbers: that none of the others can take) is left to the sampler, and so
 is a knob the baseline leaves without effect (persistent workers when it
-loads without workers). A knob that changes the maths but not the work a
-step does (the learning rate: KNOB.work_neutral)
-is not moved alone either: alone it runs at your configuration's speed, so
-it can never be the faster configuration the start looks for, only make
-room in accuracy for one that is; the GP moves it with the others.
+loads without workers). Nor is a knob that changes the maths but not the
+work a step does (the learning rate: KNOB.work_neutral): alone it runs at
+your configuration's speed, so it can never be the faster configuration the
+start looks for, only make room in accuracy for one that is; the GP moves
+it with the others.
 `hydra.sweeper.start_design=sampler` leaves the start to the sampler (its
 own start-up trials, random for the GP), as do `search_for=front` and every
 sampler but the GP (STARTS_FROM_DESIGN): random, grid and quasi-random
