@@ -60,6 +60,7 @@ from __future__ import annotations
 import argparse
 import csv
 import dataclasses
+import functools
 import json
 import random
 import re
@@ -218,12 +219,7 @@ def composed_table(csv_path: Path) -> Table:
         for r in csv.DictReader(f):
             if r["outcome"] == "ok" and r["seed"] == "0":
                 models[key_of(r, model_keys)] = r
-    from omegaconf import OmegaConf
-
-    from search.paths import conf_dir
-
-    cfg = OmegaConf.load(conf_dir() / "config.yaml")
-    own_work = {k: OmegaConf.select(cfg, k) for k in work_keys if k not in model_keys}
+    own_work = {k: _select(grid_config(overrides), k) for k in work_keys if k not in model_keys}
     results: dict[tuple, dict] = {}
     for cell in grid(space):
         work, model = key_of(cell, work_keys), key_of(cell, model_keys)
@@ -349,30 +345,35 @@ def _speed(result: dict) -> float:
     return result["metrics"].get("throughput_samples_per_s", -1.0) if result["outcome"] == "ok" else -1.0
 
 
+@functools.lru_cache(maxsize=None)
+def _composed(overrides: tuple[str, ...]) -> dict:
+    from repeatability import compose
+
+    return compose(list(overrides))
+
+
+def grid_config(overrides: list[str]) -> dict:
+    """conf/ composed with a grid's overrides, as its trials ran (objective=gpt sets its own learning rate)."""
+    return _composed(tuple(overrides))
+
+
+def _select(cfg: dict, dotted: str) -> object:
+    for part in dotted.split("."):
+        cfg = cfg[part]
+    return cfg
+
+
 def _train_settings(table: Table) -> dict:
-    """The measured trials' budget, warm-up, window and probe steps: conf/config.yaml's, with the grid's overrides."""
-    from omegaconf import OmegaConf
-
-    from search.paths import conf_dir
-
-    train = OmegaConf.to_container(OmegaConf.load(conf_dir() / "config.yaml"))["train"]
-    for line in table.meta.get("overrides", []):
-        key, _, value = line.partition("=")
-        if key.startswith("train."):
-            train[key[len("train."):]] = int(value)
-    return train
+    """The measured trials' budget, warm-up, window and probe steps: conf/'s, with the grid's overrides."""
+    return dict(grid_config(table.meta.get("overrides", []))["train"])
 
 
 def baseline_of(table: Table) -> dict:
-    """The user's config (conf/config.yaml's defaults) as a configuration of the grid."""
-    from omegaconf import OmegaConf
-
-    from search.paths import conf_dir
-
-    cfg = OmegaConf.load(conf_dir() / "config.yaml")
-    params = {k: OmegaConf.select(cfg, k) for k in table.space}
+    """The user's config (conf/'s defaults, with the grid's overrides: its objective's own) as a configuration of
+    the grid."""
+    params = {k: _select(grid_config(table.meta.get("overrides", [])), k) for k in table.space}
     if key_of(params, list(table.space)) not in table.results:
-        raise SystemExit(f"search_efficiency: the grid must hold the baseline (conf/config.yaml's defaults); "
+        raise SystemExit(f"search_efficiency: the grid must hold the baseline (conf/'s defaults); "
                          f"got {params} missing from {table.name}; fix: add those values to the grid's space")
     return params
 
@@ -640,7 +641,7 @@ def render_table(table: Table, baseline: dict, floor: float, target: float, rows
          + (works_text(table, meta["works"]) if table.work_speed is not None else
             "the fastest of the cells of its work (they differ only in the learning rate)") + "  "
          if meta.get("denoised") else "Read as measured (`--as-measured`): each cell's own single measurement  "),
-        "Baseline (conf/config.yaml): " + ", ".join(f"{k}={v}" for k, v in baseline.items())
+        f"Baseline (conf/config.yaml{objective_text(meta)}): " + ", ".join(f"{k}={v}" for k, v in baseline.items())
         + (f": {base['throughput_samples_per_s']:.0f} samples/s, val_accuracy {base['val_accuracy']:.4f}; "
            f"floor {floor:.4f}; target {target:.0f} samples/s ({meeting} configurations meet the floor, {hits} of "
            f"them the target)"), "",
@@ -655,6 +656,11 @@ def render_table(table: Table, baseline: dict, floor: float, target: float, rows
           + f" | {s['missed']} |" for name, s in rows.items()],
         "",
     ]
+
+
+def objective_text(meta: dict) -> str:
+    """The grid's overrides other than its budget's (` with objective=gpt`), or ''."""
+    return "".join(f" with {o}" for o in meta.get("overrides", []) if not o.startswith("train."))
 
 
 def seeds_text(table: Table, seeds: dict) -> str:
