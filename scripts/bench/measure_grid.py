@@ -14,6 +14,8 @@ measurement resumes where it stopped.
     python scripts/bench/measure_grid.py --grid digits_lr_grid --seeds 1 2   # -> digits_lr_grid.seeds.*
     python scripts/bench/measure_grid.py --grid digits_long_grid --seeds 0 1 2   # its models (it has no cell table)
     python scripts/bench/measure_grid.py --grid digits_long_grid --works --passes 3   # then its works
+    python scripts/bench/measure_grid.py --grid gpt_grid --works --passes 3   # the tiny GPT's works, then
+    python scripts/bench/measure_grid.py --grid gpt_grid --seeds 0 1 2        # its models
 
 `--works` times each amount of work of a grid instead: its configurations
 less the knobs that change only the maths (the learning rate), run

@@ -77,7 +77,8 @@ sys.path.insert(0, str(REPO))
 from benchdoc import load_averages, update_summary, write_section  # noqa: E402
 
 DATA = Path(__file__).resolve().parent / "data"
-TABLES = [DATA / "digits_grid.csv", DATA / "digits_lr_grid.csv", DATA / "digits_long_grid.csv"]
+TABLES = [DATA / "digits_grid.csv", DATA / "digits_lr_grid.csv", DATA / "digits_long_grid.csv",
+          DATA / "gpt_grid.csv"]
 SECTION = "## Search efficiency"
 OPTIMISED_METRICS = ["throughput_samples_per_s", "val_accuracy"]
 DIRECTIONS = ["maximize", "maximize"]
