@@ -370,3 +370,31 @@ def test_a_standing_regression_of_another_configuration_is_measured_again_or_acc
     report = (tmp_path / "n4" / "nightly.md").read_text()
     assert "Accepted: the regression since n2 (`batch_size=64`, slower than on n1) is no longer tested" in report
     assert nightly.STANDING not in accepted.user_attrs
+
+
+def test_a_standing_regression_not_measured_tonight_is_untested_and_handed_on(tmp_path: Path) -> None:
+    """Its repeats all failed tonight: not a fine night (exit 5), and the next night tests it again."""
+    storage = optuna.storages.InMemoryStorage()
+    measured(storage, "n1", "2026-11-25T02:00:00+0000", 64, (1400.0, 1410.0, 1390.0))
+    slow, state = _tonight(storage, "n2", "2026-11-26T02:00:00+0000", b64=700.0, b256=2000.0)
+    for throughput in (2000.0, 2010.0, 1990.0):  # it answered batch_size=256
+        add(slow, 256, throughput, 0.83)
+    slow.set_user_attr(ANSWER_ATTR, {"params": {"batch_size": 256}})
+    nightly.finish(state, [CFG["metric"]], tmp_path / "n2", None, [])
+    tonight = night(storage, "n3", "2026-11-27T02:00:00+0000")
+    state = nightly.start(CFG, tonight, storage, SPACE)
+    for trial in tonight.get_trials(states=(TrialState.WAITING,)):
+        asked = tonight.ask(SPACE)
+        if asked.user_attrs[nightly.ROLE] == "standing":  # batch_size=64 crashed every time
+            tonight.tell(asked, state=TrialState.FAIL)
+            continue
+        asked.set_user_attr("outcome", "ok")
+        asked.set_user_attr("metrics", {"throughput_samples_per_s": 2000.0, "val_accuracy": 0.83})
+        tonight.tell(asked, 2000.0)
+    tonight.set_user_attr(ANSWER_ATTR, {"params": {"batch_size": 256}})
+    assert nightly.finish(state, [CFG["metric"]], tmp_path / "n3", None, []) == EXIT_NIGHTLY_FAILED
+    report = (tmp_path / "n3" / "nightly.md").read_text()
+    assert "# Nightly n3: UNTESTED" in report
+    assert "**NOT TESTED**: the regression since n2 (`batch_size=64`, against n1) was not measured again" in report
+    assert tonight.user_attrs[nightly.STANDING] == {"params": {"batch_size": 64}, "night": "n1", "since": "n2"}
+    assert nightly.start(CFG, night(storage, "n4", "2026-11-28T02:00:00+0000"), storage, SPACE).standing_since == "n2"
