@@ -52,7 +52,11 @@ def _fmt(v: float) -> str:
 
 
 def _config(c: Candidate) -> str:
-    return ", ".join(f"`{k}={v}`" for k, v in sorted(c.params.items()))
+    return _params(c.params)
+
+
+def _params(params: dict) -> str:
+    return ", ".join(f"`{k}={v}`" for k, v in sorted(params.items()))
 
 
 def _vs(s: Summary, other: Candidate | None, night: str | None, what: str) -> str:
@@ -113,7 +117,7 @@ def markdown(s: Summary, status: str) -> str:
 def _standing_lines(s: Summary) -> list[str]:
     """A regression found on an earlier night, tested again tonight against the last night it was fast on."""
     if s.accepted:
-        return [f"Accepted: the regression since {s.accepted['since']} (`{_knobs(s.accepted['params'])}`, slower "
+        return [f"Accepted: the regression since {s.accepted['since']} ({_params(s.accepted['params'])}, slower "
                 f"than on {s.accepted['night']}) is no longer tested (hydra.sweeper.nightly.accept_slowdown=true).",
                 ""]
     if s.standing_verdict is None:
@@ -133,10 +137,6 @@ def _standing_lines(s: Summary) -> list[str]:
     return [f"{head}.", "", f"- {s.metric} on {s.standing_night}: "
             f"{', '.join(_fmt(x) for x in s.standing.values(s.metric))}", f"- {s.metric} tonight: {now}",
             f"- {v.why}", *fix, ""]
-
-
-def _knobs(params: dict) -> str:
-    return " ".join(f"{k}={v}" for k, v in sorted(params.items()))
 
 
 def write(s: Summary, status: str, out_dir: Path, plot_files: list[Path]) -> list[Path]:

@@ -194,10 +194,15 @@ def _standing(night: Night, here: dict[str, str]) -> None:
         night.accepted = held
         return
     fast = next((past for past in night.earlier if past.study_name == held["night"]), None)
-    runs = next((c for c in candidates(_whole(fast.get_trials(deepcopy=False))) if key(c.params) == key(held["params"])
-                 and night.cfg["metric"] in c.metrics), None) if fast is not None else None
-    if runs is not None:
+    runs = _whole_runs(fast, held["params"]) if fast is not None else None
+    if runs is not None and night.cfg["metric"] in runs.metrics:
         night.standing, night.standing_night, night.standing_since = runs, held["night"], held["since"]
+
+
+def _whole_runs(study: optuna.Study, params: Mapping[str, Any]) -> Candidate | None:
+    """The whole runs of `params` in `study`, as one candidate (the incumbent's, a standing regression's)."""
+    return next((c for c in candidates(_whole(study.get_trials(deepcopy=False))) if key(c.params) == key(params)),
+                None)
 
 
 def _whole(trials: list[optuna.trial.FrozenTrial]) -> list[optuna.trial.FrozenTrial]:
@@ -316,8 +321,7 @@ def finish(night: Night, metric_names: list[str], out_dir: Path, parent_run_id: 
     metric, cfg = night.cfg["metric"], night.cfg
     summary = Summary(night.study.study_name, metric, night_result(night.study, metric), metric_names)
     if night.incumbent is not None:  # its repeats tonight against that night's, whole runs both
-        now = next((c for c in candidates(_whole(night.study.get_trials(deepcopy=False)))
-                    if key(c.params) == key(night.incumbent.params)), None)
+        now = _whole_runs(night.study, night.incumbent.params)
         summary.incumbent = night.incumbent
         summary.incumbent_night = night.incumbent_night
         summary.verdict = compare(now.values(metric) if now else [], night.incumbent.values(metric),
@@ -338,8 +342,7 @@ def finish(night: Night, metric_names: list[str], out_dir: Path, parent_run_id: 
         if found and (summary.best_ever is None or found.metrics[metric] > summary.best_ever.metrics[metric]):
             summary.best_ever, summary.best_ever_night = found, past.study_name
     if night.standing is not None:  # its runs tonight against the last night it was fast on
-        now = next((c for c in candidates(_whole(night.study.get_trials(deepcopy=False)))
-                    if key(c.params) == key(night.standing.params)), None)
+        now = _whole_runs(night.study, night.standing.params)
         summary.standing, summary.standing_night, summary.standing_since = (
             night.standing, night.standing_night, night.standing_since)
         summary.standing_tonight = now
