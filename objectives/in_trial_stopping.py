@@ -4,8 +4,9 @@ Two checks, both optional, both decided on rank 0 and obeyed by every rank:
 
 - **throughput probe** (``train.stop_below_samples_per_s``, set per trial by
   the sweep in two-objective mode): after the warm-up and
-  ``train.probe_steps`` timed steps (rounded up to whole timing windows; no
-  probe when that is past half of the trial's steps), the probe's
+  ``train.probe_steps`` timed steps (rounded up to whole timing windows; as
+  many whole windows as end within the first half of the trial's steps when
+  fewer do, at least one; no probe when none does: probe_end_step), the probe's
   throughput (median of its windows, any loader restart it timed charged per
   epoch as in objectives/timing.py; none timed yet, none charged: the probe
   errs fast, so it never stops a trial that would pass) is compared with the
@@ -113,15 +114,27 @@ class EarlyStop:
         return out
 
 
+def probe_end_step(probe_steps: int, plan: WindowPlan, steps: int) -> int:
+    """The step after which the throughput probe decides, 0 for none: the warm-up and whole windows covering
+    ``probe_steps``, fewer when those would end past half of the trial's ``steps``, at least one. A trial with few
+    steps at the budget (a large global batch: batch_size=256 at 8,000 samples is 32 steps) then still gets a
+    probe: one window of its steps times as many samples as the windows of a smaller batch, and stopping after it
+    saves more than half of the training. None when not even one window ends by half the steps: a probe there
+    would save too little."""
+    wanted = max(1, math.ceil(probe_steps / plan.window_steps))
+    fit = (steps // 2 - plan.warmup_steps) // plan.window_steps
+    windows = min(wanted, fit, plan.windows)
+    return plan.warmup_steps + windows * plan.window_steps if windows >= 1 else 0
+
+
 def plan_early_stop(train: TrainConfig, plan: WindowPlan, steps: int, global_batch: int, report: Report | None,
                     curve: bool, evaluate: Callable[[], dict[str, float]],
                     steps_per_epoch: float | None = None) -> EarlyStop | None:
-    """None when neither check applies; the probe only when it ends within the first half of the steps."""
+    """None when neither check applies; the probe only when a window of it ends within the first half of the
+    steps (probe_end_step)."""
     probe_end = 0
     if train.stop_below_samples_per_s is not None:
-        windows = max(1, math.ceil(train.probe_steps / plan.window_steps))
-        probe_end = plan.warmup_steps + windows * plan.window_steps
-        probe_end = probe_end if probe_end <= steps // 2 else 0  # a probe past half the budget saves too little
+        probe_end = probe_end_step(train.probe_steps, plan, steps)
     every_samples = train.eval_every_samples or max(1, train.budget_samples // 10)
     every_steps = max(1, math.ceil(every_samples / global_batch)) if curve else 0
     if not probe_end and not curve:

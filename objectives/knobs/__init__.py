@@ -34,7 +34,7 @@ from objectives.knobs.knob import Knob
 if TYPE_CHECKING:
     from objectives.config import TrialConfig
 
-__all__ = ["KNOBS", "RUN_ORDER", "Knob", "broken_rules", "check_combinations", "check_hardware", "unused_keys"]
+__all__ = ["KNOBS", "RUN_ORDER", "SPEED_ONLY", "WORK_NEUTRAL", "Knob", "broken_rules", "check_combinations", "check_hardware", "unused_keys"]
 
 KNOBS: tuple[Knob, ...] = (
     batch_size.KNOB,
@@ -47,6 +47,11 @@ KNOBS: tuple[Knob, ...] = (
     framework.KNOB,
     optimizer.KNOB,
 )
+
+# Keys that change how fast the same training runs, not what it computes (each knob's KNOB.speed_only).
+SPEED_ONLY: frozenset[str] = frozenset(k for knob in KNOBS for k in knob.speed_only)
+# Keys that change the maths but not the work a step does (each knob's KNOB.work_neutral): the learning rate.
+WORK_NEUTRAL: frozenset[str] = frozenset(k for knob in KNOBS for k in knob.work_neutral)
 
 RUN_ORDER: tuple[tuple[str, str], ...] = (
     ("apply_expandable_segments", "first, as the trial process's PYTORCH_CUDA_ALLOC_CONF: the allocator reads it "

@@ -83,6 +83,9 @@ SECTION = "## Search efficiency"
 OPTIMISED_METRICS = ["throughput_samples_per_s", "val_accuracy"]
 DIRECTIONS = ["maximize", "maximize"]
 HV_AT = 10
+# A default sweep's trials (conf/search/default.yaml n_trials): the replay also sums the seconds of its first this
+# many trials, what a default sweep's search costs with the strategy (the target reached or not).
+SWEEP_TRIALS = 20
 TARGET_FRACTION = 0.95
 ACCURACY_TOLERANCE = 0.005  # hydra.sweeper.accuracy_tolerance's default
 GOAL_MEDIAN = 12  # the default's median trials to the target, at most
@@ -109,6 +112,10 @@ class Strategy:
     combine: bool = True  # hydra.sweeper.start_combination: the start moves that paid, combined one at a time
     halfway: bool = True  # ... and a move faster but below the floor first taken halfway back
     move_work_neutral: bool = False  # True: the start design moves the learning rate alone too (before)
+    speed_only_first: bool = True  # False: the start design's moves in the space's order (before)
+    halfway_from_stopped: bool = True  # False: halfway back only from a move whose accuracy was measured (before)
+    staging: bool = True  # False: a trial whose maths trained already trains again (hydra.sweeper.staging=false)
+    short_probe: bool = True  # False: no probe unless all of train.probe_steps' windows end by half the steps (before)
 
 
 GP = "optuna.samplers.GPSampler"
@@ -123,7 +130,16 @@ STRATEGIES: dict[str, Strategy] = {
     "start moves not combined (before)": Strategy(combine=False),
     "start moves combined, none halfway back": Strategy(halfway=False),
     "start moves the learning rate alone too (before)": Strategy(move_work_neutral=True),
+    "start moves in the space's order, halfway back from measured moves only (before)": Strategy(
+        speed_only_first=False, halfway_from_stopped=False),
+    "start moves in the space's order": Strategy(speed_only_first=False),
+    "halfway back from measured moves only": Strategy(halfway_from_stopped=False),
+    "no probe in a trial too short for all its windows (before)": Strategy(short_probe=False),
+    "before: space's order, halfway back from measured moves only, no short probe": Strategy(
+        speed_only_first=False, halfway_from_stopped=False, short_probe=False),
     "default, no early stopping": Strategy(early_stopping=False),
+    "default, no staging": Strategy(staging=False),
+    "no early stopping, no staging (every trial trained in full)": Strategy(early_stopping=False, staging=False),
     "start moves never stopped early": Strategy(stop_start_moves=False),
     "start design = sampler (the GP's random start-up)": Strategy(start_design="sampler"),
     "search_for=front (choices in order, two metrics throughout)": Strategy(search_for="front"),
@@ -428,26 +444,58 @@ def sweep_defaults() -> tuple[float, int]:
     return conf.early_stopping_margin, conf.early_stopping_startup_trials
 
 
-def stopped_result(table: Table, config: dict, result: dict, bar: float | None, train: dict) -> tuple[dict, float]:
+def _steps(config: dict, train: dict) -> int:
+    """A trial's optimizer steps at the budget (its global batch: per-device batch times devices)."""
+    return train["budget_samples"] // (int(config["batch_size"]) * int(config.get("parallel.devices", 1)))
+
+
+def _cost_up_to(m: dict, steps_run: int, steps: int) -> float:
+    """A measured cell's wall time had it trained `steps_run` of its `steps` and not been evaluated: its start-up
+    (trial_wall_s less its training and evaluation) plus that share of its training time."""
+    train_s = m.get("train_wall_s", 0.0)
+    return m.get("trial_wall_s", 0.0) - train_s - m.get("eval_wall_s", 0.0) + train_s * min(1.0, steps_run / steps)
+
+
+def stopped_result(table: Table, config: dict, result: dict, bar: float | None, train: dict,
+                   short_probe: bool = True) -> tuple[dict, float]:
     """What the trial returns and how long it takes, early stopping applied as the trial applies it
-    (objectives/in_trial_stopping.py): a probe only when it ends in the first half of the steps."""
+    (objectives/in_trial_stopping.py probe_end_step, on the trial's own window plan); not `short_probe`: no probe
+    when all the windows of train.probe_steps do not end within the first half of the steps (before)."""
     import math
+
+    from objectives.in_trial_stopping import probe_end_step
+    from objectives.timing import plan_windows
 
     m = result["metrics"]
     wall = m.get("trial_wall_s", 0.0)
     if result["outcome"] != "ok" or bar is None:
         return result, wall
-    global_batch = int(config["batch_size"]) * int(config.get("parallel.devices", 1))
-    steps = train["budget_samples"] // global_batch
-    windows = max(1, math.ceil(train["probe_steps"] / train["window_steps"]))
-    probe_end = train["warmup_steps"] + windows * train["window_steps"]
+    steps = _steps(config, train)
+    plan = plan_windows(steps, train["warmup_steps"], train["window_steps"])
+    probe_end = probe_end_step(train["probe_steps"], plan, steps)
+    if not short_probe:
+        probe_end = plan.warmup_steps + max(1, math.ceil(train["probe_steps"] / plan.window_steps)) * plan.window_steps
+        probe_end = probe_end if probe_end <= steps // 2 else 0
     thr = m["throughput_samples_per_s"]
-    if probe_end > steps // 2 or thr >= bar:
+    if not probe_end or thr >= bar:
         return result, wall
-    train_s = m.get("train_wall_s", 0.0)
-    cost = wall - train_s - m.get("eval_wall_s", 0.0) + train_s * probe_end / steps
     return {"outcome": "stopped_early", "reason": f"probe {thr:.4g} below {bar:.4g}",
-            "metrics": {"throughput_samples_per_s": thr, "probe_throughput_samples_per_s": thr}}, cost
+            "metrics": {"throughput_samples_per_s": thr, "probe_throughput_samples_per_s": thr}}, \
+        _cost_up_to(m, probe_end, steps)
+
+
+def staged_result(config: dict, result: dict, source: dict, train: dict) -> tuple[dict, float]:
+    """A trial whose maths trained in full earlier in the replay, as staging runs it (search/sweep/staging.py):
+    timed only (objectives/timing.py throughput_only_steps), never stopped early, scored with the accuracy of
+    the run that trained its maths (`source`)."""
+    import math
+
+    steps = _steps(config, train)
+    windows = max(3, math.ceil(train["probe_steps"] / train["window_steps"]))
+    metrics = {**result["metrics"], **{k: source["metrics"][k] for k in ("val_accuracy", "val_loss")
+                                       if k in source["metrics"]}}
+    return {**result, "metrics": metrics}, _cost_up_to(result["metrics"], train["warmup_steps"]
+                                                       + windows * train["window_steps"], steps)
 
 
 def replay(table: Table, name: str, seed: int, floor: float, target: float, min_trials: int,
@@ -456,7 +504,7 @@ def replay(table: Table, name: str, seed: int, floor: float, target: float, min_
     strategy = STRATEGIES[name]
     keys = list(table.space)
     scale = max(r["metrics"].get("throughput_samples_per_s", 0) for r in table.results.values())
-    state = {"points": [], "reached": None, "n": 0, "seconds": 0.0, "reached_s": None, "hv": None}
+    state = {"points": [], "reached": None, "n": 0, "seconds": 0.0, "reached_s": None, "hv": None, "sweep_s": None}
 
     def record(result: dict, cost: float) -> None:
         state["n"] += 1
@@ -468,6 +516,8 @@ def replay(table: Table, name: str, seed: int, floor: float, target: float, min_
                 state["reached"], state["reached_s"] = state["n"], state["seconds"]
         if state["n"] == HV_AT:
             state["hv"] = hypervolume(state["points"], scale)
+        if state["n"] == SWEEP_TRIALS:
+            state["sweep_s"] = state["seconds"]
 
     def done() -> bool:
         return state["n"] >= limit or (state["reached"] is not None and state["n"] >= min_trials)
@@ -495,6 +545,7 @@ def replay(table: Table, name: str, seed: int, floor: float, target: float, min_
     from search.sweep.rule_sampler import RuleAwareSampler
     from search.sweep.space import build_space
     from search.sweep.start_combination import enqueue_next
+    from search.sweep.staging import SPEED_ONLY, maths_key
     from search.sweep.start_design import (START_ATTR, WORK_NEUTRAL, enqueue_start, one_knob_at_a_time,
                                            starts_from_design)
     from search.sweep.study import METRIC_NAMES_ATTR, make_sampler
@@ -523,12 +574,14 @@ def replay(table: Table, name: str, seed: int, floor: float, target: float, min_
                                                                      strategy.search_for == "answer", base):
         neutral = frozenset() if strategy.move_work_neutral else WORK_NEUTRAL
         enqueue_start(study, one_knob_at_a_time(baseline, dists, _Broken.wrap(forbids), random.Random(seed),
-                                                work_neutral=neutral))
+                                                work_neutral=neutral,
+                                                first=SPEED_ONLY if strategy.speed_only_first else frozenset()))
     first = True
+    trained: dict[tuple, dict] = {}  # maths -> the result of the replay's trial that trained it in full
     while not done():
         if strategy.combine and strategy.search_for == "answer":  # as the sweep's proposals do (trial_loop.py)
             enqueue_next(study, accuracy_floor(study, ACCURACY_TOLERANCE), _Broken.wrap(forbids),
-                         dists if strategy.halfway else None)
+                         dists if strategy.halfway else None, strategy.halfway_from_stopped)
         trial = ask_unseen(study, dists, rng, _Broken.wrap(forbids))
         config = {k: trial.params[k] for k in keys}
         result = table.results[key_of(config, keys)]
@@ -536,8 +589,14 @@ def replay(table: Table, name: str, seed: int, floor: float, target: float, min_
         moved = START_ATTR in trial.user_attrs and not strategy.stop_start_moves
         bar = None if first or moved or not strategy.early_stopping else probe_bar(
             study.get_trials(deepcopy=False), margin, startup, floor_known)
+        maths = maths_key(config)
+        if strategy.staging and not first and result["outcome"] == "ok" and maths in trained:
+            result, cost = staged_result(config, result, trained[maths], train)
+        else:
+            result, cost = stopped_result(table, config, result, bar, train, strategy.short_probe)
+            if result["outcome"] == "ok":
+                trained.setdefault(maths, result)
         first = False
-        result, cost = stopped_result(table, config, result, bar, train)
         scored = score(result, OPTIMISED_METRICS, 2, constraints)
         if scored.outcome == STOPPED_EARLY and strategy.stopped is not None:
             for k, v in (("outcome", scored.outcome), ("reason", scored.reason), ("metrics", scored.metrics)):
@@ -572,26 +631,34 @@ def _finish(state: dict, limit: int, numbers: int) -> dict:
     reached = state["reached"]
     return {"trials_to_target": reached or limit, "numbers_to_target": numbers if reached else limit,
             "seconds_to_target": state["reached_s"] if reached else state["seconds"], "reached": reached is not None,
-            "hv": state["hv"]}
+            "hv": state["hv"], "sweep_s": state["sweep_s"]}
 
 
 def summarise(runs: list[dict], grid_hv: float) -> dict:
     trials = [r["trials_to_target"] for r in runs]
     seconds = [r["seconds_to_target"] for r in runs]
     hvs = [r["hv"] for r in runs if r["hv"] is not None]
+    sweeps = [r["sweep_s"] for r in runs if r.get("sweep_s") is not None]
     return {"median": statistics.median(trials), "mean": statistics.fmean(trials),
             "p90": sorted(trials)[int(0.9 * (len(trials) - 1))], "max": max(trials),
             "numbers": statistics.median(r["numbers_to_target"] for r in runs),
             "seconds": statistics.median(seconds), "seconds_mean": statistics.fmean(seconds),
             "missed": sum(not r["reached"] for r in runs),
-            "hv": statistics.fmean(hvs) / grid_hv if len(hvs) == len(runs) else None}
+            "hv": statistics.fmean(hvs) / grid_hv if len(hvs) == len(runs) else None,
+            "sweep_s": statistics.median(sweeps) if len(sweeps) == len(runs) else None}
 
 
 def line_of(name: str, s: dict) -> str:
     hv = f"{s['hv']:.3f}" if s["hv"] is not None else "-"
     return (f"{name:58s}  trials to target mean {s['mean']:6.1f} median {s['median']:5.1f} max {s['max']:4d}  "
             f"numbers {s['numbers']:5.1f}  seconds median {s['seconds']:6.0f} mean {s['seconds_mean']:6.0f}  "
-            f"HV@{HV_AT} {hv}  missed {s['missed']}")
+            f"{SWEEP_TRIALS} trials {_sweep_text(s)} s  HV@{HV_AT} {hv}  missed {s['missed']}")
+
+
+def _sweep_text(s: dict) -> str:
+    """The median seconds of a strategy's first SWEEP_TRIALS trials, '-' when a run ended before (or a saved run
+    of an older replay has none)."""
+    return f"{s['sweep_s']:.0f}" if s.get("sweep_s") is not None else "-"
 
 
 def median_text(s: dict) -> str:
@@ -650,11 +717,11 @@ def render_table(table: Table, baseline: dict, floor: float, target: float, rows
          f"{d['seconds']:.0f} s; random search {r['median']:.1f} trials, {r['seconds']:.0f} s: ratio {ratio:.2f}** "
          f"({'meets' if met else 'MISSES'} the goal: median <= {GOAL_MEDIAN} and <= 1/4 of random search's)."), "",
         (f"| strategy | trials to target: median | mean | p90 | max | trial numbers (median) | seconds: median "
-         f"| mean | HV@{HV_AT} | not reached in {MAX_TRIALS} |"),
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+         f"| mean | seconds of {SWEEP_TRIALS} trials: median | HV@{HV_AT} | not reached in {MAX_TRIALS} |"),
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
         *[f"| {name} | {s['median']:.1f} | {s['mean']:.1f} | {s['p90']} | {s['max']} | {s['numbers']:.1f} | "
-          f"{s['seconds']:.0f} | {s['seconds_mean']:.0f} | " + (f"{s['hv']:.3f}" if s["hv"] is not None else "-")
-          + f" | {s['missed']} |" for name, s in rows.items()],
+          f"{s['seconds']:.0f} | {s['seconds_mean']:.0f} | {_sweep_text(s)} | "
+          + (f"{s['hv']:.3f}" if s["hv"] is not None else "-") + f" | {s['missed']} |" for name, s in rows.items()],
         "",
     ]
 
@@ -774,7 +841,7 @@ def main(argv: list[str]) -> int:
         rows = {}
         for name in strategies:
             t0 = time.perf_counter()
-            trials = (0, 8) if args.quick else (HV_AT, MAX_TRIALS)  # at least, at most
+            trials = (0, 8) if args.quick else (max(HV_AT, SWEEP_TRIALS), MAX_TRIALS)  # at least, at most
             runs = [replay(table, name, seed, floor, target, *trials) for seed in range(seeds)]
             rows[name] = summarise(runs, grid_hv)
             print(line_of(name, rows[name]) + f"  ({time.perf_counter() - t0:.0f} s)", flush=True)

@@ -28,11 +28,9 @@ import optuna
 from omegaconf import OmegaConf
 from optuna.trial import TrialState
 
-from objectives.knobs import KNOBS
+from objectives.knobs import SPEED_ONLY  # the keys that leave the trained model's maths unchanged
 from search.sweep.roles import ROLE_ATTR, SEED_ATTR, enqueued_as_asked
 
-# Knob keys that leave the trained model's maths unchanged (each knob module's KNOB.speed_only).
-SPEED_ONLY = frozenset(k for knob in KNOBS for k in knob.speed_only)
 ACCURACY_FROM_ATTR = "search.accuracy_from"  # the trial whose trained accuracy a throughput-only trial carries
 INHERITED = ("val_accuracy", "val_loss")
 # Metrics of how much a run ran (its length, its last loss, its wall time, sums over its timed windows): a

@@ -4,7 +4,11 @@ one at a time, as an engineer would by hand.
 Halfway back: a start move that was faster than your configuration but fell below the accuracy floor (model
 pruning to its far end, 0.75: faster, 1.7 points less accurate) is run once more at the value halfway between
 yours and the move's (the middle choice in the order the GP sees them; the middle of a range, geometric on a log
-scale), a knob at a time. It is a move like the others from then on.
+scale), a knob at a time. So is one faster than yours that early stopping ended at its probe (slower than a move
+at the floor, its accuracy unknown): the speed-only moves run first and raise the bar (start_design.py), so a
+move that went too far is often stopped before its accuracy is known, and the combination that measures it may
+need the gentler value (digits_long_grid: batch_size=256 stopped, 128 the answer's). It is a move like the
+others from then on.
 
 The start design (search/sweep/start_design.py) measures each knob moved alone from your configuration. The
 moves that were faster than your configuration and kept its accuracy (at least the floor: its accuracy less
@@ -85,22 +89,25 @@ def _halfway(dist: BaseDistribution, base: Any, moved: Any) -> Any | None:
 
 
 def next_halfway(trials: Sequence[FrozenTrial], floor: float | None, distributions: Mapping[str, BaseDistribution],
-                 forbids: Callable[[Mapping[str, Any]], Any] | None = None) -> tuple[str, dict] | None:
-    """(knob, configuration) of a move to run halfway back: a start move that was faster than your configuration
-    and fell below the floor, to the choice halfway between (the far end of model pruning loses accuracy, the
-    middle may not); None when none is left."""
+                 forbids: Callable[[Mapping[str, Any]], Any] | None = None,
+                 from_stopped: bool = True) -> tuple[str, dict, bool] | None:
+    """(knob, configuration, whether the move was stopped early) of a move to run halfway back: a start move that
+    was faster than your configuration and fell below the floor, or (`from_stopped`) was stopped early with its
+    accuracy unknown, to the choice halfway between (the far end of model pruning loses accuracy, the middle may
+    not); None when none is left."""
     if floor is None or (yours := _baseline(trials)) is None:
         return None
     baseline_speed, base = yours
     tried = {key(t.params) for t in trials if t.params}
     for t in trials:
         knob, m = t.user_attrs.get(START_ATTR), _measured(t)
-        if knob is None or m is None or m[1] is None or m[0] <= baseline_speed or m[1] >= floor:
+        if knob is None or m is None or m[0] <= baseline_speed or (m[1] is None and not from_stopped) \
+                or (m[1] is not None and m[1] >= floor):
             continue
         value = _halfway(distributions[knob], base.get(knob), t.params.get(knob)) if knob in distributions else None
         candidate = {**base, knob: value}
         if value is not None and key(candidate) not in tried and (forbids is None or forbids(candidate) is None):
-            return knob, candidate
+            return knob, candidate, m[1] is None
     return None
 
 
@@ -145,7 +152,8 @@ def next_combination(trials: Sequence[FrozenTrial], floor: float | None,
 
 def enqueue_next(study: optuna.Study, floor: float | None,
                  forbids: Callable[[Mapping[str, Any]], Any] | None = None,
-                 distributions: Mapping[str, BaseDistribution] | None = None) -> str | None:
+                 distributions: Mapping[str, BaseDistribution] | None = None,
+                 halfway_from_stopped: bool = True) -> str | None:
     """Enqueue the next move halfway back (next_halfway; only given the space's `distributions`), else the next
     combination (next_combination), when nothing else waits to run, so that it is the very next proposal (one left
     waiting when the search ends would be set aside at the confirmation, and run as a trial of the next sweep);
@@ -154,11 +162,13 @@ def enqueue_next(study: optuna.Study, floor: float | None,
     if any(t.state in (TrialState.WAITING, TrialState.RUNNING) and HALFWAY_ATTR in t.user_attrs for t in trials) \
             or any(t.state == TrialState.WAITING for t in trials):
         return None
-    if distributions is not None and (back := next_halfway(trials, floor, distributions, forbids)) is not None:
-        knob, params = back
+    if distributions is not None and (back := next_halfway(trials, floor, distributions, forbids,
+                                                                   halfway_from_stopped)) is not None:
+        knob, params, stopped = back
         study.enqueue_trial(params, user_attrs={HALFWAY_ATTR: knob}, skip_if_exists=False)
-        return (f"start: {knob}={params[knob]}, halfway back from a move that was faster and fell below your "
-                f"accuracy")
+        why = ("stopped early, slower than the fastest at your accuracy, its own accuracy unknown" if stopped
+               else "fell below your accuracy")
+        return f"start: {knob}={params[knob]}, halfway back from a move that was faster than yours and {why}"
     if (step := next_combination(trials, floor, forbids)) is None:
         return None
     knobs, params = step

@@ -112,6 +112,25 @@ def test_window_plan_keeps_at_least_three_windows():
     assert plan_windows(2, 5, 10).__dict__ == {"warmup_steps": 0, "window_steps": 1, "windows": 2}
 
 
+def test_a_short_trial_probes_the_windows_that_end_by_half_its_steps():
+    from objectives.in_trial_stopping import probe_end_step
+
+    assert probe_end_step(20, plan_windows(125, 5, 10), 125) == 25  # batch 64 at 8,000 samples: 2 windows of 10
+    assert probe_end_step(20, plan_windows(32, 5, 10), 32) == 14  # batch 256: one window of 9 ends by step 16
+    assert probe_end_step(20, plan_windows(63, 5, 10), 63) == 25  # batch 128: both windows end by step 31
+    assert probe_end_step(20, plan_windows(16, 5, 10), 16) == 8  # 256 on 2 ranks: one window of 3 ends at 8
+    assert probe_end_step(20, plan_windows(12, 5, 10), 12) == 0  # none ends by step 6: no probe
+    assert probe_end_step(5, plan_windows(125, 5, 10), 125) == 15  # probe_steps rounded up to a whole window
+
+
+def test_a_probe_stops_a_trial_of_32_steps_after_one_window():
+    # batch 256 at 8,000 samples: 32 steps, windows of 9; an unreachable bar stops it after warm-up and one window
+    result = run_trial({"batch_size": 256, "train": {"budget_samples": 8000, "stop_below_samples_per_s": 1e12}})
+    assert result.outcome == "stopped_early", result.reason
+    assert result.metrics["steps"] == 14 and result.metrics["probe_throughput_samples_per_s"] > 0
+    assert "val_accuracy" not in result.metrics
+
+
 def test_an_epoch_end_in_one_window_of_three_is_charged_per_epoch_not_dropped_by_the_median():
     """Three 10-step windows of 1 s, an epoch of 20 steps, and a 0.6 s loader restart in the second window: the
     plain median (10 steps/s) drops the restart a run of many epochs pays every 20 steps; charged per epoch, each

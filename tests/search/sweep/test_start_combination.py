@@ -87,7 +87,7 @@ def test_a_sweep_combines_the_moves_that_paid_after_its_start(workdir):
     assert result.returncode == 0, result.stderr[-3000:]
     assert "start: the moves that paid, combined: batch_size=128, parallel.threads=2" in " ".join(result.stdout.split())
     trials = load_study(workdir, "combined").get_trials(deepcopy=False)
-    assert [t.user_attrs.get(START_ATTR) for t in trials[:3]] == [None, "batch_size", "parallel.threads"]
+    assert [t.user_attrs.get(START_ATTR) for t in trials[:3]] == [None, "parallel.threads", "batch_size"]
     assert trials[3].params == {"batch_size": 128, "parallel.threads": 2}
     assert trials[3].user_attrs[COMBINED_ATTR] == "batch_size,parallel.threads"
     assert trials[3].user_attrs["outcome"] == "ok"
@@ -104,13 +104,13 @@ def test_a_sweep_takes_a_move_too_far_halfway_back_then_combines_it(workdir):
                         "hydra.sweeper.study_name=halfway", cwd=workdir, env=env)
     assert result.returncode == 0, result.stderr[-3000:]
     said = " ".join(result.stdout.split())
-    assert ("start: model_pruning.ratio=0.5, halfway back from a move that was faster and fell below your "
-            "accuracy") in said
+    assert ("start: model_pruning.ratio=0.5, halfway back from a move that was faster than yours and fell below "
+            "your accuracy") in said
     assert "start: the moves that paid, combined: model_pruning.ratio=0.5, parallel.threads=2" in said
     trials = load_study(workdir, "halfway").get_trials(deepcopy=False)
     assert [t.params for t in trials] == [{"model_pruning.ratio": r, "parallel.threads": n}
-                                          for r, n in ((0.0, 1), (0.9, 1), (0.0, 2), (0.5, 1), (0.5, 2))]
-    assert [t.user_attrs.get(START_ATTR) for t in trials[1:3]] == ["model_pruning.ratio", "parallel.threads"]
+                                          for r, n in ((0.0, 1), (0.0, 2), (0.9, 1), (0.5, 1), (0.5, 2))]
+    assert [t.user_attrs.get(START_ATTR) for t in trials[1:3]] == ["parallel.threads", "model_pruning.ratio"]
     assert trials[3].user_attrs[HALFWAY_ATTR] == "model_pruning.ratio"
     assert trials[4].user_attrs[COMBINED_ATTR] == "model_pruning.ratio,parallel.threads"
     assert all(t.user_attrs["outcome"] == "ok" for t in trials)
@@ -130,7 +130,7 @@ def test_a_move_faster_but_below_the_floor_is_taken_halfway_back_once_then_it_is
     add({"ratio": 0.75}, 1400.0, 0.85, **{START_ATTR: "ratio"})  # faster, below the floor
     add({"workers": 2}, 1800.0, 0.90, **{START_ATTR: "workers"})
     line = enqueue_next(study, FLOOR, None, dists)
-    assert line == "start: ratio=0.5, halfway back from a move that was faster and fell below your accuracy"
+    assert line == "start: ratio=0.5, halfway back from a move that was faster than yours and fell below your accuracy"
     trial = study.ask(dists)
     assert trial.params == {"ratio": 0.5, "workers": 0} and trial.user_attrs[HALFWAY_ATTR] == "ratio"
     for k, v in (("outcome", "ok"), ("metrics", {"throughput_samples_per_s": 1300.0, "val_accuracy": 0.897})):
@@ -164,3 +164,26 @@ def test_a_combination_is_a_proposal_early_stopping_and_staging_apply():
         study.enqueue_trial(BASE, user_attrs=attrs)
     asked = [enqueued_as_asked(study, study.ask(DISTS)) for _ in range(3)]
     assert asked == [False, False, True]
+
+
+def test_a_move_faster_than_yours_but_stopped_early_is_taken_halfway_back_too():
+    """The speed-only moves run first and raise early stopping's bar, so a move that went too far is often stopped
+    at its probe before its accuracy is known (replayed on digits_long_grid: batch 256 stopped, 128 the answer's
+    batch); the gentler value gets its own probe, and joins the combination like any move that paid."""
+    dists = {"ratio": CategoricalDistribution([0.0, 0.25, 0.5, 0.75]), "workers": CategoricalDistribution([0, 2])}
+    base = {"ratio": 0.0, "workers": 0}
+    study = optuna.create_study(directions=["maximize", "maximize"])
+    for params, speed, accuracy, attrs in (({}, 1000.0, 0.90, {ROLE_ATTR: "baseline"}),
+                                           ({"workers": 2}, 1800.0, 0.90, {START_ATTR: "workers"}),
+                                           ({"ratio": 0.75}, 1400.0, None, {START_ATTR: "ratio"})):
+        stopped = accuracy is None
+        metrics = {"probe_throughput_samples_per_s" if stopped else "throughput_samples_per_s": speed,
+                   **({} if stopped else {"val_accuracy": accuracy})}
+        study.add_trial(create_trial(params={**base, **params}, distributions=dists, values=[speed, accuracy or 0.0],
+                                     user_attrs={"outcome": "stopped_early" if stopped else "ok", "metrics": metrics,
+                                                 **attrs}))
+    assert next_halfway(study.trials, FLOOR, dists, from_stopped=False) is None  # before: measured moves only
+    line = enqueue_next(study, FLOOR, None, dists)
+    assert line == ("start: ratio=0.5, halfway back from a move that was faster than yours and stopped early, "
+                    "slower than the fastest at your accuracy, its own accuracy unknown")
+    assert study.ask(dists).params == {"ratio": 0.5, "workers": 0}

@@ -37,8 +37,11 @@ BASELINE = {"batch_size": 64, "precision": "fp32", "parallel.devices": 1, "paral
 
 def test_each_knob_moves_alone_to_the_far_end_of_its_values():
     design = dict(one_knob_at_a_time(BASELINE, SPACE, None, random.Random(0)))
-    assert list(design) == ["batch_size", "precision", "parallel.devices", "parallel.threads",
-                            "train.epochs"]  # the space's order; a knob with one value cannot move
+    # the speed-only knob first (timed only, at your accuracy: it raises early stopping's bar for the others),
+    # then the space's order; a knob with one value cannot move
+    assert list(design) == ["parallel.threads", "batch_size", "precision", "parallel.devices", "train.epochs"]
+    in_order = dict(one_knob_at_a_time(BASELINE, SPACE, None, random.Random(0), first=frozenset()))
+    assert list(in_order) == ["batch_size", "precision", "parallel.devices", "parallel.threads", "train.epochs"]
     moved = {knob: params[knob] for knob, params in design.items()}
     # 64 has one choice below and two above: the top end
     assert moved == {"batch_size": 256, "precision": "bf16", "parallel.devices": 2, "parallel.threads": 2,
@@ -84,7 +87,7 @@ def test_a_choice_that_is_not_a_number_is_drawn_among_those_the_rules_allow():
     base = {"precision": "fp32", "parallel.compile": "none"}
     for seed in range(20):
         moved = [(knob, params[knob]) for knob, params in one_knob_at_a_time(base, space, forbids, random.Random(seed))]
-        assert [knob for knob, _ in moved] == ["precision", "parallel.compile"]
+        assert [knob for knob, _ in moved] == ["parallel.compile", "precision"]  # the speed-only knob first
         assert dict(moved)["precision"] in ("tf32", "bf16")
 
 
@@ -110,6 +113,13 @@ def test_a_knob_the_baseline_leaves_without_effect_does_not_move():
     moved = [knob for knob, _ in one_knob_at_a_time(with_workers, space.distributions, space.forbids,
                                                     random.Random(0), space.unused)]
     assert moved == ["loader.num_workers", "loader.num_workers", "loader.persistent_workers", "batch_size"]
+    # a speed-only knob listed after a maths one in the space still moves first
+    later, _ = fit_to_rules(build_space({}, ["batch_size=choice(32,64)", "loader.num_workers=choice(0,1,2)"]),
+                            parse_values({}), TWO_CORES)
+    moved = [knob for knob, _ in one_knob_at_a_time({"batch_size": 32, "loader.num_workers": 0},
+                                                    later.distributions, later.forbids, random.Random(0),
+                                                    later.unused)]
+    assert moved == ["loader.num_workers", "batch_size"]
 
 
 @pytest.mark.parametrize("seed", range(4))  # the drawn value of a choice that is not a number, several draws
@@ -135,7 +145,7 @@ def test_start_trials_are_proposals_the_baseline_is_measured_as_asked():
     baseline, start = study.ask(SPACE), study.ask(SPACE)
     assert enqueued_as_asked(study, baseline)  # never stopped early, trained in full
     assert not enqueued_as_asked(study, start)  # early stopping and staging apply
-    assert start.user_attrs[START_ATTR] == "batch_size" and start.params["batch_size"] == 256
+    assert start.user_attrs[START_ATTR] == "parallel.threads" and start.params["parallel.threads"] == 2
 
 
 def test_the_start_line_says_which_moves_wait_for_the_next_sweep_when_n_trials_is_short():
@@ -157,16 +167,16 @@ def test_a_fresh_study_starts_one_knob_at_a_time_and_a_rerun_does_not_again(work
             "hydra.sweeper.baseline_repeats=1", "hydra.sweeper.confirm_budget=0", "hydra.sweeper.seed=0"]
     result = run_search(*args, cwd=workdir)
     assert result.returncode == 0, result.stderr[-3000:]
-    assert ("start: 3 trial(s), each moving one knob from your configuration (batch_size=128, "
-            "loader.num_workers=1, precision=bf16)") in result.stdout
+    assert ("start: 3 trial(s), each moving one knob from your configuration (loader.num_workers=1, "
+            "batch_size=128, precision=bf16)") in result.stdout
     trials = load_study(workdir).get_trials(deepcopy=False)
     base = trials[0].params
-    assert [t.user_attrs.get(START_ATTR) for t in trials[:4]] == [None, "batch_size", "loader.num_workers",
+    assert [t.user_attrs.get(START_ATTR) for t in trials[:4]] == [None, "loader.num_workers", "batch_size",
                                                                   "precision"]
     for t in trials[1:4]:
         assert {k for k in t.params if t.params[k] != base[k]} == {t.user_attrs[START_ATTR]}
-    workers = trials[2]  # a speed-only knob: timed, with the baseline's accuracy
-    assert workers.user_attrs.get(ACCURACY_FROM_ATTR) == 0 or workers.user_attrs.get("outcome") == "stopped_early"
+    workers = trials[1]  # a speed-only knob, first: timed only, with the baseline's accuracy, never stopped early
+    assert workers.user_attrs.get(ACCURACY_FROM_ATTR) == 0 and workers.user_attrs["outcome"] == "ok"
 
     again = run_search(*args[:-4], "hydra.sweeper.n_trials=1", "hydra.sweeper.baseline_repeats=1",
                        "hydra.sweeper.confirm_budget=0", "hydra.sweeper.seed=0", cwd=workdir)
@@ -190,17 +200,17 @@ def test_moves_past_n_trials_wait_on_the_study_not_as_trials_and_run_first_in_it
     study = load_study(workdir)
     states = {t.state for t in study.get_trials(deepcopy=False)}
     assert states == {TrialState.COMPLETE}, [(t.number, t.state, t.user_attrs.get("reason")) for t in study.trials]
-    assert [t.user_attrs.get(START_ATTR) for t in study.trials[:2]] == [None, "batch_size"]
+    assert [t.user_attrs.get(START_ATTR) for t in study.trials[:2]] == [None, "loader.num_workers"]
     deferred = study._storage.get_study_system_attrs(study._study_id)[DEFERRED_ATTR]
-    assert [knob for knob, _ in deferred] == ["loader.num_workers", "precision"]
+    assert [knob for knob, _ in deferred] == ["batch_size", "precision"]
 
     again = run_search(*args, "hydra.sweeper.n_trials=2", "hydra.sweeper.confirm_budget=0", cwd=workdir)
     assert again.returncode == 0, again.stderr[-3000:]
     assert ("start: 2 move(s) an earlier sweep of this study had no room for run first "
-            "(loader.num_workers=1, precision=bf16)") in again.stdout
+            "(batch_size=128, precision=bf16)") in again.stdout
     study = load_study(workdir)
     ran = [t.user_attrs.get(START_ATTR) for t in study.get_trials(deepcopy=False) if START_ATTR in t.user_attrs]
-    assert ran == ["batch_size", "loader.num_workers", "precision"]
+    assert ran == ["loader.num_workers", "batch_size", "precision"]
     assert study._storage.get_study_system_attrs(study._study_id)[DEFERRED_ATTR] == []
     assert {t.state for t in study.get_trials(deepcopy=False)} == {TrialState.COMPLETE}
 
@@ -240,8 +250,8 @@ def test_deferred_moves_fit_behind_the_trials_a_killed_sweep_left_waiting(workdi
     again = run_search(*args, "hydra.sweeper.n_trials=2", "hydra.sweeper.confirm_budget=0", cwd=workdir)
     assert again.returncode == 0, again.stderr[-3000:]
     assert ("start: 1 move(s) an earlier sweep of this study had no room for run after the 1 trial(s) waiting "
-            "before them (loader.num_workers=1); 1 more wait for a later sweep") in again.stdout, again.stdout[-3000:]
+            "before them (batch_size=128); 1 more wait for a later sweep") in again.stdout, again.stdout[-3000:]
     study = load_study(workdir)
     assert [k for k, _ in study._storage.get_study_system_attrs(study._study_id)[DEFERRED_ATTR]] == ["precision"]
     ran = [t.user_attrs.get(START_ATTR) for t in study.get_trials(deepcopy=False) if START_ATTR in t.user_attrs]
-    assert ran == ["batch_size", "loader.num_workers"]
+    assert ran == ["loader.num_workers", "batch_size"]
