@@ -15,9 +15,12 @@ Per sweep: the process's wall time, the search's and the confirmation's
 95% interval. The saving is 1 - answer's wall / no saving's, per pair, for
 the search alone and for the whole sweep (the command, start to end).
 Two `answer` sweeps agree when their intervals overlap; every pair of them is compared.
+With `--before-tree DIR` (a checkout of earlier code), each pair also runs the `answer` arm from there, between
+the two arms, so a change's saving is measured against the code before it in the same run.
 
     python scripts/bench/answer_wall.py            # 2 pairs, n_trials=20 -> docs/BENCHMARKS.md
     python scripts/bench/answer_wall.py --quick    # 1 pair, n_trials=3, budget_samples 1000, ~2 min
+    python scripts/bench/answer_wall.py --pairs 3 --before-tree ../old --no-write
 """
 from __future__ import annotations
 
@@ -40,14 +43,15 @@ from benchdoc import load_averages, machine_line, write_section  # noqa: E402
 
 SECTION = "## Wall time to a confirmed answer"
 ARMS = {"answer": [], "no saving": ["hydra.sweeper.early_stopping=false", "hydra.sweeper.staging=false"]}
+BEFORE = "answer, code before"  # the `answer` arm from --before-tree
 
 
-def run_sweep(extra: list[str], workdir: Path, timeout_s: float) -> dict:
+def run_sweep(extra: list[str], workdir: Path, timeout_s: float, tree: Path = REPO) -> dict:
     import optuna
     from optuna.storages import JournalStorage
     from optuna.storages.journal import JournalFileBackend
 
-    env = {**os.environ, "PYTHONPATH": str(REPO), "MLFLOW_TRACKING_URI": f"sqlite:///{workdir}/mlflow.db",
+    env = {**os.environ, "PYTHONPATH": str(tree), "MLFLOW_TRACKING_URI": f"sqlite:///{workdir}/mlflow.db",
            "SEARCH_GPU_DEFAULT": "0"}
     start = time.perf_counter()
     proc = subprocess.run([sys.executable, "-m", "search", "multirun", *extra], cwd=workdir, env=env, text=True,
@@ -83,28 +87,36 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--pairs", type=int, default=2)
     parser.add_argument("--n-trials", type=int, default=20)
+    parser.add_argument("--before-tree", type=Path, help="a checkout of earlier code: its `answer` arm runs too")
+    parser.add_argument("--no-write", action="store_true", help="print only; leave docs/BENCHMARKS.md alone")
     args = parser.parse_args()
+    arms = dict(ARMS)
+    if args.before_tree:
+        arms = {"answer": [], BEFORE: [], "no saving": ARMS["no saving"]}
     pairs, n_trials = (1, 3) if args.quick else (args.pairs, args.n_trials)
     common = [f"hydra.sweeper.n_trials={n_trials}"] + (["train.budget_samples=1000"] if args.quick else [])
     loads = [load_averages()]
     rows: list[tuple[int, str, dict]] = []
     with tempfile.TemporaryDirectory() as tmp:
         for pair in range(pairs):
-            for seed, (arm, extra) in enumerate(ARMS.items()):
+            for seed, (arm, extra) in enumerate(arms.items()):
                 workdir = Path(tmp) / f"{pair}-{seed}"
                 workdir.mkdir()
-                result = run_sweep(common + extra + ["hydra.sweeper.seed=0"], workdir, 3600)  # the same sweep
+                tree = args.before_tree.resolve() if arm == BEFORE else REPO
+                result = run_sweep(common + extra + ["hydra.sweeper.seed=0"], workdir, 3600, tree)  # the same sweep
                 rows.append((pair, arm, result))
                 print(json.dumps({"pair": pair, "arm": arm, **{k: v for k, v in result.items() if k != "answer"},
                                   "answer": _answer_text(result["answer"])}), flush=True)
     loads.append(load_averages())
-    savings, whole_savings = [], []
+    savings, whole_savings, before_savings = [], [], []
     for pair in range(pairs):
         got = {arm: r for p, arm, r in rows if p == pair}
         a, b = got["answer"], got["no saving"]
         if a["search_wall_s"] and b["search_wall_s"]:
             savings.append(1 - a["search_wall_s"] / b["search_wall_s"])
         whole_savings.append(1 - a["wall_s"] / b["wall_s"])  # the command, start to end: confirmation included
+        if BEFORE in got:
+            before_savings.append(1 - got[BEFORE]["wall_s"] / b["wall_s"])
     answers = [r["answer"] for _, arm, r in rows if arm == "answer" and r["answer"]]
     confirmed = [a for a in answers if not a.get("is_baseline")]
     pairs_of = list(itertools.combinations(confirmed, 2))  # every two `answer` sweeps with a confirmed speedup
@@ -126,7 +138,10 @@ def main() -> int:
                      f"{', '.join(f'{s:.0%}' for s in savings)} (median {statistics.median(savings):.0%}); "
                      f"the whole sweep's (the command, start to end, the confirmation's rounds throughput-only "
                      f"or whole trials with the arm): {', '.join(f'{s:.0%}' for s in whole_savings)} "
-                     f"(median {statistics.median(whole_savings):.0%}). Goal >= 40%.")
+                     f"(median {statistics.median(whole_savings):.0%}). Goal >= 40%."
+                     + (f" The code of {args.before_tree.name} (`{BEFORE}`), the whole sweep's against the same "
+                        f"pair's `no saving`: {', '.join(f'{s:.0%}' for s in before_savings)} "
+                        f"(median {statistics.median(before_savings):.0%})." if before_savings else ""))
     confirm_shares = [r["confirm_wall_s"] / r["search_wall_s"] for _, arm, r in rows
                       if arm == "answer" and r["confirm_wall_s"] and r["search_wall_s"]]
     whole_shares = [r["confirm_wall_s"] / r["wall_s"] for _, arm, r in rows if arm == "answer" and r["confirm_wall_s"]]
@@ -141,7 +156,7 @@ def main() -> int:
                      f"same answer and {agree} have overlapping speedup intervals.")
     text = "\n".join(lines)
     print(text)
-    if not args.quick:
+    if not args.quick and not args.no_write:
         write_section(SECTION, text)
     return 0
 
