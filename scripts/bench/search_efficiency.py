@@ -18,9 +18,11 @@ repeats are repaired before a trial number is spent; the rule here: a cell the
 table says is infeasible), search.sweep.no_repeat.ask_unseen, the two-metric
 early-stopping rule (search.sweep.early_stopping.probe_bar with the sweep's
 default margin and startup trials, the answer's bar once the baseline ran under
-`search_for=answer`: a cell whose throughput is below the bar and
-whose probe fits in the first half of its steps stops after its probe), and
-search.sweep.outcome.score/tell. A trial's result is looked up in the table
+`search_for=answer`: a cell whose throughput is below the bar and that has a
+probe, objectives.in_trial_stopping.probe_end_step, stops after its probe),
+staging (a cell whose maths an earlier trial of the replay trained in full
+is timed only, never stopped, and scored with that trial's accuracy:
+search/sweep/staging.py), and search.sweep.outcome.score/tell. A trial's result is looked up in the table
 instead of trained, so 30 seeds take minutes, not days.
 
 The tables were measured once per cell on a shared machine, and their noise
@@ -49,8 +51,11 @@ Per strategy and seed: the trials (and trial numbers, which also count the
 repeats the sweep skipped as failed trials) until a trial that finished ok
 reaches the target at the floor; the seconds those trials would have taken
 (each cell's measured trial_wall_s; a stopped trial its start-up, plus its
-training time up to the end of its probe); the hypervolume of the
-(throughput, accuracy) front after 10 trials, as a fraction of the whole grid's.
+training time up to the end of its probe, a timed-only one up to the end of its
+windows); the seconds of its first 20 trials, what a default sweep's search costs
+with the strategy (SWEEP_TRIALS; each run goes on to 20 trials at least); the
+hypervolume of the (throughput, accuracy) front after 10 trials, as a fraction
+of the whole grid's.
 
     python scripts/bench/search_efficiency.py            # the three stored grids, 30 seeds -> docs/BENCHMARKS.md
     python scripts/bench/search_efficiency.py --quick    # 2 seeds, 3 strategies, at most 8 trials
@@ -761,7 +766,10 @@ def render(command: str, seeds: int, sections: list[list[str]], default_node: di
         ("A replay starts with the baseline (the user's config) as trial 0 and counts it. Trials: trials that ran "
          "(finished, stopped early, infeasible); trial numbers also count the repeats the sweep skipped as failed "
          "trials (the old way; with repeats repaired inside the sampler there are none). Seconds: the trials' "
-         "measured trial_wall_s, a stopped trial's start-up and training up to its probe. HV@10: the hypervolume of "
+         "measured trial_wall_s, a stopped trial's start-up and training up to its probe, a timed-only trial's "
+         "(staging: its maths trained earlier in the replay) up to the end of its windows; seconds of "
+         f"{SWEEP_TRIALS} trials: what a default sweep's search costs, the target reached or not. HV@10: the "
+         "hypervolume of "
          "the (throughput / grid max, val_accuracy) front after 10 trials, as a fraction of the whole grid's. "
          "Hydra's grid order is one fixed sequence, the same for every seed."), "",
     ]
