@@ -34,7 +34,8 @@ from objectives.knobs.knob import Knob
 if TYPE_CHECKING:
     from objectives.config import TrialConfig
 
-__all__ = ["KNOBS", "RUN_ORDER", "SPEED_ONLY", "WORK_NEUTRAL", "Knob", "broken_rules", "check_combinations", "check_hardware", "unused_keys"]
+__all__ = ["KNOBS", "RUN_ORDER", "SPEED_ONLY", "WORK_NEUTRAL", "Knob", "broken_rules", "check_combinations",
+           "check_hardware", "unused_keys"]
 
 KNOBS: tuple[Knob, ...] = (
     batch_size.KNOB,

@@ -14,7 +14,11 @@ no MLflow run or training is spent on it) and an unseen configuration drawn
 at random is enqueued in its place. Once every configuration of a finite
 space has run, the sweep stops searching (search/sweep/trial_loop.py
 used_up; the confirmation re-measures, interleaved); a trial enqueued
-on purpose (a retry, a re-measurement) runs all the same. A configuration
+on purpose (a retry, a re-measurement) runs all the same, but for a move
+halfway back or a combination of the start's moves (start_combination.py):
+whichever worker proposes next enqueues those, so two workers of one study
+may enqueue the same one at the same moment, and the later of the two is
+closed the same way when it reaches a worker (before, both trained). A configuration
 is what runs on this machine, not
 how it is written (Space.runs_as): on a GPU, `loader.pin_memory` null and
 true are one configuration; with `loader.num_workers=0`, so are both values
@@ -32,8 +36,11 @@ import optuna
 from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
 from optuna.trial import TrialState
 
+from search.sweep.start_design import COMBINED_ATTR, HALFWAY_ATTR
+
 REPEAT_ATTR = "search.repeat_of"
 REPLACES_ATTR = "search.replaces"  # on the unseen configuration that ran instead
+RACED = (HALFWAY_ATTR, COMBINED_ATTR)  # enqueued by whichever worker proposes next: two may enqueue the same one
 _DRAWS = 200
 
 
@@ -89,6 +96,15 @@ def _draw(dist: BaseDistribution, rng: random.Random) -> Any:
     return rng.uniform(dist.low, dist.high)
 
 
+def _earlier_twin(study: optuna.Study, trial: optuna.Trial, resolved: Resolved | None) -> int | None:
+    """The number of an earlier trial of the same configuration that ran, runs or was stopped, or None. Only the
+    later of two twins is closed: two workers that each pop one see each other running, and one must still run."""
+    mine = configuration_key(trial.params, resolved)
+    done = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING))
+    return next((t.number for t in done if t.number < trial.number and configuration_key(t.params, resolved) == mine),
+                None)
+
+
 def ask_unseen(study: optuna.Study, distributions: Mapping[str, BaseDistribution], rng: random.Random,
                forbids: Callable[[Mapping[str, Any]], Any] | None = None,
                resolved: Resolved | None = None) -> optuna.Trial:
@@ -97,7 +113,14 @@ def ask_unseen(study: optuna.Study, distributions: Mapping[str, BaseDistribution
     ``resolved`` (Space.runs_as) tells a repeat by what runs, not by how it is written."""
     trial = study.ask(dict(distributions))
     if "fixed_params" in study._storage.get_trial_system_attrs(trial._trial_id):  # enqueued on purpose: it runs
-        return trial
+        if not any(a in trial.user_attrs for a in RACED) or (twin := _earlier_twin(study, trial, resolved)) is None:
+            return trial
+        trial.set_user_attr(REPEAT_ATTR, twin)
+        trial.set_user_attr("outcome", "skipped")
+        trial.set_user_attr("reason", f"trial {twin} is the same start proposal, enqueued by another worker at the "
+                                      f"same moment; it runs once")
+        study.tell(trial, state=TrialState.FAIL)
+        return ask_unseen(study, distributions, rng, forbids, resolved)
     seen = completed_configurations(study, but=trial.number, resolved=resolved)
     repeat_of = seen.get(configuration_key(trial.params, resolved))
     if repeat_of is None:

@@ -162,8 +162,8 @@ def enqueue_next(study: optuna.Study, floor: float | None,
     if any(t.state in (TrialState.WAITING, TrialState.RUNNING) and HALFWAY_ATTR in t.user_attrs for t in trials) \
             or any(t.state == TrialState.WAITING for t in trials):
         return None
-    if distributions is not None and (back := next_halfway(trials, floor, distributions, forbids,
-                                                                   halfway_from_stopped)) is not None:
+    back = next_halfway(trials, floor, distributions, forbids, halfway_from_stopped) if distributions else None
+    if back is not None:
         knob, params, stopped = back
         study.enqueue_trial(params, user_attrs={HALFWAY_ATTR: knob}, skip_if_exists=False)
         why = ("stopped early, slower than the fastest at your accuracy, its own accuracy unknown" if stopped

@@ -187,3 +187,25 @@ def test_a_move_faster_than_yours_but_stopped_early_is_taken_halfway_back_too():
     assert line == ("start: ratio=0.5, halfway back from a move that was faster than yours and stopped early, "
                     "slower than the fastest at your accuracy, its own accuracy unknown")
     assert study.ask(dists).params == {"ratio": 0.5, "workers": 0}
+
+
+def test_two_workers_enqueueing_the_same_combination_run_it_once():
+    """Whichever worker proposes next enqueues the next combination, so two workers of one study may both enqueue
+    it at the same moment (check, then enqueue); the later twin is closed as skipped when it is popped, before
+    any training, and the worker asks again."""
+    import random
+
+    from search.sweep.no_repeat import REPEAT_ATTR, ask_unseen
+
+    study = optuna.create_study(directions=["maximize", "maximize"])
+    twin = {**BASE, "workers": 2, "threads": 2}
+    for _ in range(2):  # worker A's and worker B's
+        study.enqueue_trial(twin, user_attrs={COMBINED_ATTR: "workers,threads"}, skip_if_exists=False)
+    first = ask_unseen(study, DISTS, random.Random(0))  # one worker pops the first; it runs
+    assert first.params == twin and first.user_attrs[COMBINED_ATTR] == "workers,threads"
+    other = ask_unseen(study, DISTS, random.Random(0))  # the other pops the second while the first runs
+    skipped = study.trials[1]
+    assert skipped.state == TrialState.FAIL and skipped.user_attrs["outcome"] == "skipped"
+    assert skipped.user_attrs[REPEAT_ATTR] == first.number and "another worker" in skipped.user_attrs["reason"]
+    assert other.number == 2 and COMBINED_ATTR not in other.user_attrs  # the sampler's proposal instead
+    assert [t.params for t in study.get_trials(states=(TrialState.RUNNING,))].count(twin) == 1
