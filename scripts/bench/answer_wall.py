@@ -82,11 +82,20 @@ def _answer_text(a: dict) -> str:
     return f"{a['changed']}: {a['speedup']:.2f}x ({a['ci_low']:.2f}-{a['ci_high']:.2f}, {a['rounds']} rounds)"
 
 
+def _shown_args(argv: list[str]) -> str:
+    """The command's arguments as the doc shows them: the earlier checkout's folder as DIR (a path of this
+    machine means nothing to a reader)."""
+    shown = ["DIR" if i and argv[i - 1] == "--before-tree" else a.split("=")[0] + "=DIR"
+             if a.startswith("--before-tree=") else a for i, a in enumerate(argv)]
+    return "".join(f" {a}" for a in shown)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--pairs", type=int, default=2)
     parser.add_argument("--n-trials", type=int, default=20)
+    parser.add_argument("--budget-samples", type=int, help="train.budget_samples of every sweep (default: conf/'s)")
     parser.add_argument("--before-tree", type=Path, help="a checkout of earlier code: its `answer` arm runs too")
     parser.add_argument("--no-write", action="store_true", help="print only; leave docs/BENCHMARKS.md alone")
     args = parser.parse_args()
@@ -94,7 +103,8 @@ def main() -> int:
     if args.before_tree:
         arms = {"answer": [], BEFORE: [], "no saving": ARMS["no saving"]}
     pairs, n_trials = (1, 3) if args.quick else (args.pairs, args.n_trials)
-    common = [f"hydra.sweeper.n_trials={n_trials}"] + (["train.budget_samples=1000"] if args.quick else [])
+    budget = 1000 if args.quick else args.budget_samples
+    common = [f"hydra.sweeper.n_trials={n_trials}"] + ([f"train.budget_samples={budget}"] if budget else [])
     loads = [load_averages()]
     rows: list[tuple[int, str, dict]] = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -123,9 +133,10 @@ def main() -> int:
     agree = sum(x["ci_low"] <= y["ci_high"] and y["ci_low"] <= x["ci_high"] for x, y in pairs_of)
     same = sum(x["params"] == y["params"] for x, y in pairs_of)
     lines = [SECTION, "",
-             f"`python scripts/bench/answer_wall.py{' --quick' if args.quick else ''}` on {date.today()}: "
+             f"`python scripts/bench/answer_wall.py{_shown_args(sys.argv[1:])}` on {date.today()}: "
              f"{machine_line()}; load {loads[0]} before, {loads[1]} after. The default space, "
-             f"`hydra.sweeper.n_trials={n_trials}`, arms run alternately, every sweep at `hydra.sweeper.seed=0`.", "",
+             f"`hydra.sweeper.n_trials={n_trials}`" + (f" `train.budget_samples={budget}`" if budget else "")
+             + ", arms run alternately, every sweep at `hydra.sweeper.seed=0`.", "",
              "| pair | arm | wall s | search s | confirmation s | trials (timed only / stopped early) | answer |",
              "| --- | --- | --- | --- | --- | --- | --- |"]
     for pair, arm, r in rows:

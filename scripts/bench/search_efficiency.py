@@ -135,8 +135,6 @@ STRATEGIES: dict[str, Strategy] = {
     "start moves not combined (before)": Strategy(combine=False),
     "start moves combined, none halfway back": Strategy(halfway=False),
     "start moves the learning rate alone too (before)": Strategy(move_work_neutral=True),
-    "start moves in the space's order, halfway back from measured moves only (before)": Strategy(
-        speed_only_first=False, halfway_from_stopped=False),
     "start moves in the space's order": Strategy(speed_only_first=False),
     "halfway back from measured moves only": Strategy(halfway_from_stopped=False),
     "no probe in a trial too short for all its windows (before)": Strategy(short_probe=False),
