@@ -491,14 +491,15 @@ def staged_result(config: dict, result: dict, source: dict, train: dict) -> tupl
     """A trial whose maths trained in full earlier in the replay, as staging runs it (search/sweep/staging.py):
     timed only (objectives/timing.py throughput_only_steps), never stopped early, scored with the accuracy of
     the run that trained its maths (`source`)."""
-    import math
+    from types import SimpleNamespace
+
+    from objectives.timing import throughput_only_steps
 
     steps = _steps(config, train)
-    windows = max(3, math.ceil(train["probe_steps"] / train["window_steps"]))
     metrics = {**result["metrics"], **{k: source["metrics"][k] for k in ("val_accuracy", "val_loss")
                                        if k in source["metrics"]}}
-    return {**result, "metrics": metrics}, _cost_up_to(result["metrics"], train["warmup_steps"]
-                                                       + windows * train["window_steps"], steps)
+    return {**result, "metrics": metrics}, _cost_up_to(result["metrics"], throughput_only_steps(
+        SimpleNamespace(**train), steps), steps)
 
 
 def replay(table: Table, name: str, seed: int, floor: float, target: float, min_trials: int,
