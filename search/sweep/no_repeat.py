@@ -117,8 +117,8 @@ def ask_unseen(study: optuna.Study, distributions: Mapping[str, BaseDistribution
             return trial
         trial.set_user_attr(REPEAT_ATTR, twin)
         trial.set_user_attr("outcome", "skipped")
-        trial.set_user_attr("reason", f"trial {twin} is the same start proposal, enqueued by another worker at the "
-                                      f"same moment; it runs once")
+        trial.set_user_attr("reason", f"trial {twin} runs or ran this configuration (another worker enqueued or "
+                                      f"proposed it at the same moment); it runs once")
         study.tell(trial, state=TrialState.FAIL)
         return ask_unseen(study, distributions, rng, forbids, resolved)
     seen = completed_configurations(study, but=trial.number, resolved=resolved)
