@@ -90,6 +90,12 @@ def _shown_args(argv: list[str]) -> str:
     return "".join(f" {a}" for a in shown)
 
 
+def _commit_of(tree: Path) -> str:
+    """The earlier checkout as the doc names it: its short commit id, or its folder's name outside git."""
+    done = subprocess.run(["git", "-C", str(tree), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    return done.stdout.strip() if done.returncode == 0 else tree.name
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true")
@@ -99,9 +105,7 @@ def main() -> int:
     parser.add_argument("--before-tree", type=Path, help="a checkout of earlier code: its `answer` arm runs too")
     parser.add_argument("--no-write", action="store_true", help="print only; leave docs/BENCHMARKS.md alone")
     args = parser.parse_args()
-    arms = dict(ARMS)
-    if args.before_tree:
-        arms = {"answer": [], BEFORE: [], "no saving": ARMS["no saving"]}
+    arms = {"answer": [], BEFORE: [], "no saving": ARMS["no saving"]} if args.before_tree else ARMS
     pairs, n_trials = (1, 3) if args.quick else (args.pairs, args.n_trials)
     budget = 1000 if args.quick else args.budget_samples
     common = [f"hydra.sweeper.n_trials={n_trials}"] + ([f"train.budget_samples={budget}"] if budget else [])
@@ -150,7 +154,7 @@ def main() -> int:
                      f"the whole sweep's (the command, start to end, the confirmation's rounds throughput-only "
                      f"or whole trials with the arm): {', '.join(f'{s:.0%}' for s in whole_savings)} "
                      f"(median {statistics.median(whole_savings):.0%}). Goal >= 40%."
-                     + (f" The code of {args.before_tree.name} (`{BEFORE}`), the whole sweep's against the same "
+                     + (f" The code of {_commit_of(args.before_tree)} (`{BEFORE}`), the whole sweep's against the same "
                         f"pair's `no saving`: {', '.join(f'{s:.0%}' for s in before_savings)} "
                         f"(median {statistics.median(before_savings):.0%})." if before_savings else ""))
     confirm_shares = [r["confirm_wall_s"] / r["search_wall_s"] for _, arm, r in rows

@@ -122,7 +122,7 @@ def speed_only_first(design: list[tuple[str, dict[str, Any]]],
     stops at its probe instead of training its budget (it cannot be the answer): on the default CPU space
     batch_size=256 ran first and trained in full at 0.95-0.97x your configuration's speed (4.9 s); after
     loader.num_workers=2 (timed at 1.53x) it stops at its probe (2.3 s). Replayed on the measured grids, the
-    seconds of a 20-trial search fell (digits_long_grid 122 s to 107 s), the trials to the target unchanged."""
+    seconds of a 20-trial search fell (digits_long_grid 120 s to 106 s), the trials to the target unchanged."""
     return sorted(design, key=lambda move: move[0] not in speed_only)
 
 
