@@ -26,7 +26,10 @@ unseen one drawn at random; once the whole space has run, the proposal stays
 (search/sweep/no_repeat.py then lets it run as a re-measurement). Samplers
 propose repeats because a categorical space is small and their model peaks
 where it already measured (GP re-proposed one early-stopped configuration 4
-times in a 20-trial default sweep).
+times in a 20-trial default sweep). Searching for the answer, a configuration
+whose maths already trained below the accuracy floor counts as run too
+(``settled``, search/sweep/settled.py): staging would time it and score it
+below the floor, so it cannot be the answer.
 
 Every trial's parameters are plain values of the study's distributions, so
 the sampler's model, resuming, and the grid sampler (which is not wrapped:
@@ -37,6 +40,7 @@ from __future__ import annotations
 import itertools
 import math
 import random
+from collections.abc import Container
 from typing import Any, Callable, Mapping
 
 import optuna
@@ -48,7 +52,8 @@ from optuna.distributions import (
 from optuna.samplers import BaseSampler
 from optuna.trial import FrozenTrial, TrialState
 
-from search.sweep.no_repeat import Resolved, completed_configurations, configuration_key
+from search.sweep.no_repeat import Resolved, configuration_key
+from search.sweep.settled import Settled, maths_of
 from search.sweep.wrapped_sampler import WrappedSampler
 
 _REDRAWS = 3
@@ -60,11 +65,12 @@ REPAIRED_ATTR = "search.repaired"  # the values changed to keep a joint proposal
 
 class RuleAwareSampler(WrappedSampler):
     def __init__(self, base: BaseSampler, forbids: Callable[[Mapping[str, Any]], Any], seed: int | None = None,
-                 avoid_repeats: bool = True, resolved: Resolved | None = None):
+                 avoid_repeats: bool = True, resolved: Resolved | None = None, settled: Settled | None = None):
         super().__init__(base)
         self.avoid_repeats = avoid_repeats  # False: repeats pass (the replay's "before", search_efficiency.py)
         self._forbids = forbids
         self._resolved = resolved  # Space.runs_as: a repeat is what runs the same here, however written
+        self._settled = settled  # the maths whose configurations count as run: they cannot be the answer
         self._rng = random.Random(seed)
         self._relative: dict[int, dict[str, Any]] = {}  # trial number -> its joint proposal, until it ends
 
@@ -76,7 +82,7 @@ class RuleAwareSampler(WrappedSampler):
                 break
             params = self.base.sample_relative(study, trial, search_space)
         proposed = dict(params)
-        seen = set(completed_configurations(study, resolved=self._resolved))
+        seen = self._seen(study)
         params = self._repaired(dict(params), trial.params, search_space, seen)
         if self.avoid_repeats:
             params = self._unseen(params, trial.params, search_space, seen)
@@ -106,7 +112,7 @@ class RuleAwareSampler(WrappedSampler):
         """``value``, or when every configuration it can still lead to has run (or breaks a rule), another
         value of ``name`` that leaves an unseen one (the value is sampled on its own: random, or univariate)."""
         trials = study.get_trials(deepcopy=False, states=_RUN_STATES)
-        seen = {self._key(t.params) for t in trials}
+        seen = self._seen(study)
         space: dict[str, BaseDistribution] = {}
         for t in trials:
             space.update(t.distributions)
@@ -117,7 +123,7 @@ class RuleAwareSampler(WrappedSampler):
                  and not self._used_up({**chosen, name: v}, space, seen)]
         return self._rng.choice(fresh) if fresh else value
 
-    def _used_up(self, partial: Mapping[str, Any], space: Mapping[str, BaseDistribution], seen: set[tuple]) -> bool:
+    def _used_up(self, partial: Mapping[str, Any], space: Mapping[str, BaseDistribution], seen: Container[tuple]) -> bool:
         """Whether every configuration of ``space`` that completes ``partial`` has run or breaks a rule (False
         when there are too many to tell)."""
         rest = [k for k in space if k not in partial]
@@ -135,13 +141,19 @@ class RuleAwareSampler(WrappedSampler):
     def _key(self, params: Mapping[str, Any]) -> tuple:
         return configuration_key(params, self._resolved)
 
+    def _seen(self, study: optuna.Study) -> "_Seen":
+        """The configurations that count as run: those the study has run, stopped or is running, and those of
+        the maths the answer is settled for."""
+        return _Seen({self._key(t.params) for t in study.get_trials(deepcopy=False, states=_RUN_STATES)},
+                     self._settled(study) if self._settled is not None else frozenset())
+
     def after_trial(self, study: optuna.Study, trial: FrozenTrial, state: TrialState,
                     values: Any) -> None:
         self._relative.pop(trial.number, None)
         self.base.after_trial(study, trial, state, values)
 
     def _unseen(self, params: dict[str, Any], fixed: Mapping[str, Any], space: Mapping[str, BaseDistribution],
-                seen: set[tuple]) -> dict[str, Any]:
+                seen: Container[tuple]) -> dict[str, Any]:
         """``params``, or when they repeat a configuration the study has run, the nearest unseen one within
         the rules: one value changed if any such change is unseen, else two, else one drawn at random."""
         if not params or self._key({**fixed, **params}) not in seen:
@@ -166,7 +178,7 @@ class RuleAwareSampler(WrappedSampler):
         return self._rng.choice(found) if found else params
 
     def _repaired(self, params: dict[str, Any], fixed: Mapping[str, Any], space: Mapping[str, BaseDistribution],
-                  seen: set[tuple]) -> dict[str, Any]:
+                  seen: Container[tuple]) -> dict[str, Any]:
         """``params`` changed one value at a time until they keep to every rule (as far as one change can),
         preferring a change to a configuration the study has not run: a sampler whose model still favours
         the forbidden pair would otherwise be repaired into the same trial each time (search/sweep/no_repeat.py
@@ -188,15 +200,26 @@ class RuleAwareSampler(WrappedSampler):
         return params
 
 
+class _Seen:
+    """Configuration keys that count as run: a set of them, and every key whose maths is settled."""
+
+    def __init__(self, run: set[tuple], settled: frozenset):
+        self._run, self._settled = run, settled
+
+    def __contains__(self, configuration: tuple) -> bool:
+        return configuration in self._run or (bool(self._settled) and maths_of(configuration) in self._settled)
+
+
 def within_rules(sampler: BaseSampler, forbids: Callable[[Mapping[str, Any]], Any] | None,
-                 seed: int | None = None, resolved: Resolved | None = None) -> BaseSampler:
-    """The sampler kept inside the rules (``forbids`` None: a space without rules) and away from repeats;
-    the grid sampler (it enumerates its grid, each point once) is left as it is."""
+                 seed: int | None = None, resolved: Resolved | None = None,
+                 settled: Settled | None = None) -> BaseSampler:
+    """The sampler kept inside the rules (``forbids`` None: a space without rules), away from repeats and from
+    the maths ``settled`` names; the grid sampler (it enumerates its grid, each point once) is left as it is."""
     from optuna.samplers import GridSampler
 
     if isinstance(sampler, GridSampler):
         return sampler
-    return RuleAwareSampler(sampler, forbids or _no_rule, seed, resolved=resolved)
+    return RuleAwareSampler(sampler, forbids or _no_rule, seed, resolved=resolved, settled=settled)
 
 
 def _no_rule(params: Mapping[str, Any]) -> None:

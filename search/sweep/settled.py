@@ -1,0 +1,50 @@
+"""Configurations the answer is settled for: their maths trained to the end below the accuracy floor.
+
+Searching for the answer (the default), a configuration whose maths (every
+swept knob but the speed-only ones, search/sweep/staging.py) already trained
+to the end at the study's seed with a val_accuracy below the floor cannot be
+the answer, however fast it runs: staging scores it with that same accuracy.
+Timing it would spend a trial (a timed-only run, 1-2 s on the default CPU
+space) on a figure no answer can use, so the sampler wrapper
+(search/sweep/rule_sampler.py) counts such a configuration as run and moves
+the proposal to the nearest one that could still be the answer, as it does
+for a repeat. In three default CPU sweeps of 2026-12-01 the GP spent 0, 2
+and 3 of its 20 trials on speed-only variants of `model_pruning.ratio=0.5`
+(val_accuracy 0.964 against a floor of 0.973).
+
+It applies only where staging does (`hydra.sweeper.staging=false` trains every
+configuration, so nothing is settled by another's run) and once the floor is
+known; the two-objective front loses those configurations' points, as it does
+a trial early stopping ended.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import optuna
+
+from objectives.knobs import SPEED_ONLY
+from search.sweep.answer import ACCURACY
+from search.sweep.baseline import accuracy_floor
+from search.sweep.no_repeat import Resolved, configuration_key
+from search.sweep.staging import trained_fully
+
+Settled = Callable[[optuna.Study], frozenset]  # the maths (maths_of) the answer is settled for
+
+
+def maths_of(configuration: tuple) -> tuple:
+    """A configuration's key (no_repeat.configuration_key) less its speed-only knobs: its maths."""
+    return tuple(item for item in configuration if item[0] not in SPEED_ONLY)
+
+
+def below_floor(tolerance: float, resolved: Resolved | None = None) -> Settled:
+    """The study's maths that trained to the end at its seed below the floor (the baseline's val_accuracy less
+    `tolerance`); none while the floor is unknown."""
+    def settled(study: optuna.Study) -> frozenset:
+        floor = accuracy_floor(study, tolerance)
+        if floor is None:
+            return frozenset()
+        return frozenset(maths_of(configuration_key(t.params, resolved))
+                         for t in study.get_trials(deepcopy=False) if trained_fully(t)
+                         and t.user_attrs["metrics"][ACCURACY] < floor)
+    return settled
