@@ -8,8 +8,8 @@ Timing it would spend a trial (a timed-only run, 1-2 s on the default CPU
 space) on a figure no answer can use, so the sampler wrapper
 (search/sweep/rule_sampler.py) counts such a configuration as run and moves
 the proposal to the nearest one that could still be the answer, as it does
-for a repeat. In three default CPU sweeps of 2026-12-01 the GP spent 0, 2
-and 3 of its 20 trials on speed-only variants of `model_pruning.ratio=0.5`
+for a repeat. In two default CPU sweeps of 2026-12-01 the GP spent 0 and 3
+of its 20 trials on loader and thread settings of `model_pruning.ratio=0.5`
 (val_accuracy 0.964 against a floor of 0.973).
 
 It applies only where staging does (`hydra.sweeper.staging=false` trains every
