@@ -245,6 +245,8 @@ def _seed_check(check: dict, tolerance: float) -> dict:
                    val_accuracy_difference_at_seeds=list(seed_differences(check)))
     out[f"at_seed_{check['seed']}"] = {"val_accuracy": check["val_accuracy"],
                                        "baseline_val_accuracy": check["baseline_val_accuracy"]}
+    if check.get("your_maths"):  # your maths: your runs stand for the answer at both seeds, nothing trained again
+        out["from_baseline"] = True
     return out
 
 

@@ -77,6 +77,8 @@ def answer_tags(answer: Answer) -> dict[str, str]:
         tags["search.answer.fastest_contender"] = paste_line(answer.fastest_contender["overrides"])
     if answer.seed_check:
         tags["search.answer.seed_check"] = "passed" if answer.seed_check["passed"] else "failed"
+        if answer.seed_check.get("your_maths"):  # passed by construction: your runs stand for it at both seeds
+            tags["search.answer.seed_check_from"] = "baseline"
     if answer.note:  # the panel's words on how it was reached (a check failed, what was confirmed next, ...)
         tags["search.answer.note"] = answer.note
     if answer.baseline_breaks:  # the answer meets your constraints, your configuration does not

@@ -92,7 +92,8 @@ class Answer:
     baseline_val_accuracy: float | None
     tolerance: float
     seed_check: dict[str, Any] | None = None  # {"seed", "val_accuracy", "baseline_val_accuracy" (at that seed),
-    #                                            "mean_val_accuracy", "baseline_mean_val_accuracy" (both seeds), "passed"}
+    #                                            "mean_val_accuracy", "baseline_mean_val_accuracy" (both seeds), "passed",
+    #                                            "your_maths" when your runs stand for it: search/sweep/confirm.py)
     tied_with: list[dict[str, Any]] = field(default_factory=list)
     rule: str = ""
     note: str = ""
@@ -263,7 +264,11 @@ def panel_lines(answer: Answer, baseline_params: Mapping[str, Any], idle: Idle =
             if answer.your_maths else f"at tolerance {answer.tolerance:g}"))
     if answer.seed_check:
         c = answer.seed_check
-        if "mean_val_accuracy" in c:
+        if c.get("your_maths"):
+            lines.append(f"seeds {c['seed'] - 1} and {c['seed']}: your configuration's maths, so your val_accuracy at "
+                         f"both (mean {c['baseline_mean_val_accuracy']:.4f}): passed by construction, not trained "
+                         f"again (hydra.sweeper.staging=false trains it)")
+        elif "mean_val_accuracy" in c:
             lines.append(f"seeds {c['seed'] - 1} and {c['seed']}: mean val_accuracy {c['mean_val_accuracy']:.4f} vs "
                          f"{c['baseline_mean_val_accuracy']:.4f} ({'passed' if c['passed'] else 'FAILED'}; at seed "
                          f"{c['seed']}: {c['val_accuracy']:.4f} vs {c['baseline_val_accuracy']:.4f})")

@@ -123,7 +123,8 @@ class RuleAwareSampler(WrappedSampler):
                  and not self._used_up({**chosen, name: v}, space, seen)]
         return self._rng.choice(fresh) if fresh else value
 
-    def _used_up(self, partial: Mapping[str, Any], space: Mapping[str, BaseDistribution], seen: Container[tuple]) -> bool:
+    def _used_up(self, partial: Mapping[str, Any], space: Mapping[str, BaseDistribution],
+                 seen: Container[tuple]) -> bool:
         """Whether every configuration of ``space`` that completes ``partial`` has run or breaks a rule (False
         when there are too many to tell)."""
         rest = [k for k in space if k not in partial]

@@ -8,8 +8,9 @@ that differ only in those train the same model, so their validation accuracy
 is the same in distribution: another thread count adds floats in another
 order, and a dataset whose random draws depend on the process that draws
 them (not digits, which seeds each sample's: objectives/sampling.py) draws
-anew in each loader worker, so the figures need not be bit-for-bit equal,
-which is why the answer's own accuracy is trained again in confirmation
+anew in each loader worker, so the figures need not be bit-for-bit equal.
+The same holds at the confirmation's second seed: an answer with your maths
+is checked against your own run there, not trained again
 (search/sweep/confirm.py).
 
 So a trial whose maths (every other swept knob) already trained to the end

@@ -1084,3 +1084,49 @@ def test_an_answer_another_worker_confirmed_meanwhile_stands_unless_a_run_since_
     measured = confirm(run, run_trials, {"batch_size": 64}, None, lambda p: overrides_for([], p), said.append,
                        since_unix_s=joined)
     assert measured is not None and not measured.standing and len(run.study.trials) > trials
+
+
+@pytest.mark.parametrize("staging", [True, False])
+def test_an_answer_with_your_maths_is_checked_against_your_runs_without_training_again(staging):
+    """loader.num_workers=2 trains your model: with staging your run at the second seed stands for it (in two
+    default sweeps the check trained it 5-6 s to match yours to the last digit); without, it trains."""
+    import types
+
+    from search.sweep.confirm import confirm, overrides_for
+    from search.sweep.sweep_settings import SweepSettings
+
+    study = optuna.create_study(directions=["maximize", "maximize"])
+    dists = {"loader.num_workers": CategoricalDistribution([0, 2])}
+    base, faster = {"loader.num_workers": 0}, {"loader.num_workers": 2}
+    _add_ok(study, dists, base, 1000.0, {ROLE_ATTR: "baseline"})
+    _add_ok(study, dists, base, 1000.0, {ROLE_ATTR: "baseline", SEED_ATTR: 1})
+    _add_ok(study, dists, faster, 1600.0, {ACCURACY_FROM_ATTR: 0})
+    ran: list[tuple] = []
+
+    def run_trials(n: int) -> None:
+        for _ in range(n):
+            trial = study.ask(dists)
+            ran.append((trial.user_attrs.get(ROLE_ATTR), trial.params["loader.num_workers"]))
+            throughput = 1000.0 if trial.params == base else 1600.0
+            for k, v in {"outcome": "ok", "metrics": {"throughput_samples_per_s": throughput, "val_accuracy": 0.9,
+                                                      "trial_wall_s": 1.0}}.items():
+                trial.set_user_attr(k, v)
+            study.tell(trial, [throughput, 0.9])
+
+    settings = SweepSettings(confirm_budget=0.15, confirm_candidates=3, accuracy_tolerance=0.005)
+    run = types.SimpleNamespace(settings=settings, study=study, started_s=time.monotonic() - 5.0, staging=staging)
+    answer = confirm(run, run_trials, base, 0, lambda p: overrides_for([], p), lambda line: None)
+    assert answer is not None and answer.params == faster and answer.your_maths, answer
+    check = answer.seed_check
+    assert check["passed"] and check["seed"] == 1
+    checks = [r for r in ran if r[0] == "seed_check"]
+    if staging:
+        assert checks == [] and check["your_maths"] and check["val_accuracy"] == check["baseline_val_accuracy"]
+        [line] = [x for x in panel_lines(answer, base) if x.startswith("seeds 0 and 1")]
+        assert line.endswith("passed by construction, not trained again (hydra.sweeper.staging=false trains it)")
+        from search.commands.export import _seed_check
+        from search.reports.answer import answer_tags
+        assert _seed_check(check, 0.005)["from_baseline"] is True
+        assert answer_tags(answer)["search.answer.seed_check_from"] == "baseline"
+    else:
+        assert checks == [("seed_check", 2)] and "your_maths" not in check
