@@ -1,5 +1,5 @@
 """Confirmation: before the sweep ends, the answer's contenders and the baseline are measured again,
-interleaved, and the answer is trained again at a second seed.
+interleaved, and the answer is trained again at a second seed (unless it has your maths: 3.).
 
 1. The contenders: the configurations at the baseline's accuracy (minus the
    tolerance) whose search throughput is within noise of the fastest (10%,
