@@ -776,6 +776,22 @@ def _add_ok(study: optuna.Study, dists: dict, params: dict, throughput: float, a
                     "metrics": {"throughput_samples_per_s": throughput, "val_accuracy": 0.9, "trial_wall_s": 1.0}}))
 
 
+def _measuring(study: optuna.Study, dists: dict, throughput_of, ran: list | None = None):
+    """A `run_trials` that measures the enqueued trials in turn, each at val_accuracy 0.9 and 1 s, at
+    `throughput_of(params)`; each one's (role, params) appended to `ran`."""
+    def run_trials(n: int) -> None:
+        for _ in range(n):
+            trial = study.ask(dists)
+            if ran is not None:
+                ran.append((trial.user_attrs.get(ROLE_ATTR), trial.params))
+            throughput = throughput_of(trial.params)
+            for k, v in {"outcome": "ok", "metrics": {"throughput_samples_per_s": throughput, "val_accuracy": 0.9,
+                                                      "trial_wall_s": 1.0}}.items():
+                trial.set_user_attr(k, v)
+            study.tell(trial, [throughput, 0.9])
+    return run_trials
+
+
 def _sweep_of(contender_rounds: list[float]):
     """A real study after a 5 s search (the baseline twice at 1,000 samples/s, batch 128 once at 1,600, both
     at val_accuracy 0.9, every trial 1 s), the sweep's state that `confirm` reads, and a `run_trials` that
@@ -795,16 +811,7 @@ def _sweep_of(contender_rounds: list[float]):
     tell({"batch_size": 64}, 1000.0, {ROLE_ATTR: "baseline", SEED_ATTR: 1})
     tell({"batch_size": 128}, 1600.0, {})
     paces = iter(contender_rounds)
-
-    def run_trials(n: int) -> None:
-        for _ in range(n):
-            trial = study.ask(dists)
-            throughput = 1000.0 if trial.params["batch_size"] == 64 else next(paces, 1600.0)
-            for k, v in {"outcome": "ok", "metrics": {"throughput_samples_per_s": throughput, "val_accuracy": 0.9,
-                                                      "trial_wall_s": 1.0}}.items():
-                trial.set_user_attr(k, v)
-            study.tell(trial, [throughput, 0.9])
-
+    run_trials = _measuring(study, dists, lambda p: 1000.0 if p["batch_size"] == 64 else next(paces, 1600.0))
     settings = SweepSettings(confirm_budget=0.15, confirm_candidates=3, accuracy_tolerance=0.005)
     run = types.SimpleNamespace(settings=settings, study=study, started_s=time.monotonic() - 5.0, staging=True)
     return run, run_trials
@@ -1102,17 +1109,7 @@ def test_an_answer_with_your_maths_is_checked_against_your_runs_without_training
     _add_ok(study, dists, base, 1000.0, {ROLE_ATTR: "baseline", SEED_ATTR: 1})
     _add_ok(study, dists, faster, 1600.0, {ACCURACY_FROM_ATTR: 0})
     ran: list[tuple] = []
-
-    def run_trials(n: int) -> None:
-        for _ in range(n):
-            trial = study.ask(dists)
-            ran.append((trial.user_attrs.get(ROLE_ATTR), trial.params["loader.num_workers"]))
-            throughput = 1000.0 if trial.params == base else 1600.0
-            for k, v in {"outcome": "ok", "metrics": {"throughput_samples_per_s": throughput, "val_accuracy": 0.9,
-                                                      "trial_wall_s": 1.0}}.items():
-                trial.set_user_attr(k, v)
-            study.tell(trial, [throughput, 0.9])
-
+    run_trials = _measuring(study, dists, lambda p: 1000.0 if p == base else 1600.0, ran)
     settings = SweepSettings(confirm_budget=0.15, confirm_candidates=3, accuracy_tolerance=0.005)
     run = types.SimpleNamespace(settings=settings, study=study, started_s=time.monotonic() - 5.0, staging=staging)
     answer = confirm(run, run_trials, base, 0, lambda p: overrides_for([], p), lambda line: None)
@@ -1129,4 +1126,4 @@ def test_an_answer_with_your_maths_is_checked_against_your_runs_without_training
         assert _seed_check(check, 0.005)["from_baseline"] is True
         assert answer_tags(answer)["search.answer.seed_check_from"] == "baseline"
     else:
-        assert checks == [("seed_check", 2)] and "your_maths" not in check
+        assert checks == [("seed_check", faster)] and "your_maths" not in check
