@@ -21,10 +21,12 @@ the two arms, so a change's saving is measured against the code before it in the
     python scripts/bench/answer_wall.py            # 2 pairs, n_trials=20 -> docs/BENCHMARKS.md
     python scripts/bench/answer_wall.py --quick    # 1 pair, n_trials=3, budget_samples 1000, ~2 min
     python scripts/bench/answer_wall.py --pairs 3 --before-tree ../old --no-write
+    python scripts/bench/answer_wall.py --keep runs/   # each sweep's directory kept (<pair>-<arm>), to trace one
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 import json
 import os
@@ -57,6 +59,7 @@ def run_sweep(extra: list[str], workdir: Path, timeout_s: float, tree: Path = RE
     proc = subprocess.run([sys.executable, "-m", "search", "multirun", *extra], cwd=workdir, env=env, text=True,
                           capture_output=True, timeout=timeout_s)
     wall_s = time.perf_counter() - start
+    (workdir / "sweep.out").write_text(proc.stdout + proc.stderr)  # what the terminal showed (kept with --keep)
     if proc.returncode != 0:
         raise RuntimeError(f"the sweep exited {proc.returncode}: {(proc.stderr or proc.stdout)[-2000:]}")
     storage = JournalStorage(JournalFileBackend(str(workdir / "optuna.journal")))
@@ -104,6 +107,8 @@ def main() -> int:
     parser.add_argument("--budget-samples", type=int, help="train.budget_samples of every sweep (default: conf/'s)")
     parser.add_argument("--before-tree", type=Path, help="a checkout of earlier code: its `answer` arm runs too")
     parser.add_argument("--no-write", action="store_true", help="print only; leave docs/BENCHMARKS.md alone")
+    parser.add_argument("--keep", type=Path, help="keep each sweep's directory (study, MLflow, output) under DIR, "
+                                                   "to trace an outlier afterwards")
     args = parser.parse_args()
     arms = {"answer": [], BEFORE: [], "no saving": ARMS["no saving"]} if args.before_tree else ARMS
     pairs, n_trials = (1, 3) if args.quick else (args.pairs, args.n_trials)
@@ -111,7 +116,10 @@ def main() -> int:
     common = [f"hydra.sweeper.n_trials={n_trials}"] + ([f"train.budget_samples={budget}"] if budget else [])
     loads = [load_averages()]
     rows: list[tuple[int, str, dict]] = []
-    with tempfile.TemporaryDirectory() as tmp:
+    if args.keep:
+        args.keep.mkdir(parents=True, exist_ok=True)
+    kept = contextlib.nullcontext(tempfile.mkdtemp(prefix="answer_wall-", dir=args.keep)) if args.keep else None
+    with kept or tempfile.TemporaryDirectory() as tmp:
         for pair in range(pairs):
             for seed, (arm, extra) in enumerate(arms.items()):
                 workdir = Path(tmp) / f"{pair}-{seed}"
