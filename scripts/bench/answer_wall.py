@@ -21,7 +21,7 @@ the two arms, so a change's saving is measured against the code before it in the
     python scripts/bench/answer_wall.py            # 2 pairs, n_trials=20 -> docs/BENCHMARKS.md
     python scripts/bench/answer_wall.py --quick    # 1 pair, n_trials=3, budget_samples 1000, ~2 min
     python scripts/bench/answer_wall.py --pairs 3 --before-tree ../old --no-write
-    python scripts/bench/answer_wall.py --keep runs/   # each sweep's directory kept (<pair>-<arm>), to trace one
+    python scripts/bench/answer_wall.py --keep runs/   # each sweep's directory kept (<pair>-<arm number>), to trace one
 """
 from __future__ import annotations
 

@@ -53,7 +53,8 @@ from optuna.samplers import BaseSampler
 from optuna.trial import FrozenTrial, TrialState
 
 from search.sweep.no_repeat import Resolved, configuration_key
-from search.sweep.settled import Settled, maths_of
+from search.sweep.settled import Settled
+from search.sweep.staging import maths_of
 from search.sweep.wrapped_sampler import WrappedSampler
 
 _REDRAWS = 3

@@ -4,8 +4,8 @@ Searching for the answer (the default), a configuration whose maths (every
 swept knob but the speed-only ones, search/sweep/staging.py) already trained
 to the end at the study's seed with a val_accuracy below the floor cannot be
 the answer, however fast it runs: staging scores it with that same accuracy.
-Timing it would spend a trial (a timed-only run, 1-2 s on the default CPU
-space) on a figure no answer can use, so the sampler wrapper
+Timing it would spend a trial (a timed-only run, about 2 s on the default
+CPU space) on a figure no answer can use, so the sampler wrapper
 (search/sweep/rule_sampler.py) counts such a configuration as run and moves
 the proposal to the nearest one that could still be the answer, as it does
 for a repeat. In two default CPU sweeps of 2026-12-01 the GP spent 0 and 3
@@ -23,18 +23,12 @@ from typing import Callable
 
 import optuna
 
-from objectives.knobs import SPEED_ONLY
 from search.sweep.answer import ACCURACY
 from search.sweep.baseline import accuracy_floor
 from search.sweep.no_repeat import Resolved, configuration_key
-from search.sweep.staging import trained_fully
+from search.sweep.staging import maths_of, trained_fully
 
 Settled = Callable[[optuna.Study], frozenset]  # the maths (maths_of) the answer is settled for
-
-
-def maths_of(configuration: tuple) -> tuple:
-    """A configuration's key (no_repeat.configuration_key) less its speed-only knobs: its maths."""
-    return tuple(item for item in configuration if item[0] not in SPEED_ONLY)
 
 
 def below_floor(tolerance: float, resolved: Resolved | None = None) -> Settled:

@@ -49,7 +49,13 @@ OF_SAME_MATHS = "_of_same_maths"
 
 
 def maths_key(params: Mapping[str, Any]) -> tuple:
-    return tuple(sorted((k, repr(v)) for k, v in params.items() if k not in SPEED_ONLY))
+    return maths_of(tuple(sorted((k, repr(v)) for k, v in params.items())))
+
+
+def maths_of(configuration: tuple) -> tuple:
+    """A configuration's key (sorted (knob, repr(value)) pairs, as no_repeat.configuration_key) less its
+    speed-only knobs: its maths."""
+    return tuple(item for item in configuration if item[0] not in SPEED_ONLY)
 
 
 def trained_fully(trial: optuna.trial.FrozenTrial) -> bool:
