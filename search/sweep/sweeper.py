@@ -189,7 +189,8 @@ class SweeperImpl:
         """The sampler as search/sweep/gp_view.py shows it the study: searching for the answer once the
         baseline's accuracy is known (plan.for_answer); otherwise for the front."""
         return gp_view(plan.sampler, "answer" if plan.for_answer else "front",
-                       plan.metrics, plan.directions, self.settings.accuracy_tolerance)
+                       plan.metrics, plan.directions, self.settings.accuracy_tolerance,
+                       same_maths=staging_applies(plan, self.jobs))
 
     def _settled(self, plan: Plan) -> Settled | None:
         """Searching for the answer with staging: the maths whose configurations cannot be the answer, as the

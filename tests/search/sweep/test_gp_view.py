@@ -13,7 +13,7 @@ from optuna.samplers import GPSampler, TPESampler
 from search.sweep.gp_view import GPView, _View, gp_view
 from search.sweep.baseline import accuracy_floor
 from search.sweep.outcome import Scored, tell
-from search.sweep.roles import enqueue
+from search.sweep.roles import ROLE_ATTR, enqueue
 from search.sweep.rule_sampler import RuleAwareSampler
 
 METRICS = ["throughput_samples_per_s", "val_accuracy"]
@@ -104,3 +104,87 @@ def test_searching_for_the_answer_finds_it_in_the_middle_of_the_range():
         hits = [t.number for t in study.trials if t.params == {"width": 5, "depth": 1}]
         found.append(hits[0] if hits else None)
     assert all(n is not None for n in found), found
+
+
+def test_the_gp_rates_candidates_by_its_acquisition_fast_and_feasible_first():
+    """After a model-based proposal the view rates other configurations as the GP's acquisition function does:
+    the answer (width 5, depth 1) above a faster configuration below the floor (width 10) and a slow one."""
+    sampler = gp_view(GPSampler(seed=0, n_startup_trials=5), "answer", METRICS, DIRECTIONS, 0.005)
+    study = optuna.create_study(directions=DIRECTIONS, sampler=RuleAwareSampler(sampler, lambda p: None, 0))
+    enqueue(study, BASELINE, "baseline")
+    for params in ({"width": 1, "depth": 1}, {"width": 4, "depth": 1}, {"width": 8, "depth": 1},
+                   {"width": 10, "depth": 2}, {"width": 6, "depth": 3}, {"width": 3, "depth": 4}):
+        study.enqueue_trial(params)
+    for _ in range(7):
+        trial = study.ask(SPACE)
+        tell(study, trial, measure(trial.params), DIRECTIONS)
+    assert sampler.rate([{"width": 5, "depth": 1}]) is None  # the last proposals were enqueued: no model's
+    study.ask(SPACE)  # the GP's own proposal: it rates from the acquisition function that made it
+    scores = sampler.rate([{"width": 5, "depth": 1}, {"width": 10, "depth": 1}, {"width": 2, "depth": 4}])
+    assert len(scores) == 3 and scores[0] == max(scores), scores
+
+
+class _Proposes(optuna.samplers.BaseSampler):
+    """A sampler that always proposes `params` and rates a candidate by `score` (the GP view's `rate`)."""
+
+    def __init__(self, params: dict, score=None):
+        self.params, self.score = params, score
+
+    def infer_relative_search_space(self, study, trial):
+        return dict(SPACE)
+
+    def sample_relative(self, study, trial, search_space):
+        return dict(self.params)
+
+    def sample_independent(self, study, trial, name, dist):
+        return self.params[name]
+
+    def rate(self, candidates):
+        return None if self.score is None else [self.score(c) for c in candidates]
+
+
+def test_a_repeat_moves_to_the_neighbour_the_sampler_rates_best():
+    """The proposal repeats a configuration that ran: of its unseen neighbours (one value changed) the one
+    the sampler rates highest runs, each time the next best; a sampler that cannot rate gets a random one."""
+    def ran(sampler: optuna.samplers.BaseSampler, n: int) -> list[dict]:
+        study = optuna.create_study(directions=DIRECTIONS, sampler=sampler)
+        study.enqueue_trial(BASELINE)
+        for _ in range(n + 1):
+            trial = study.ask(SPACE)
+            tell(study, trial, measure(trial.params), DIRECTIONS)
+        return [t.params for t in study.trials[1:]]
+
+    rated = ran(RuleAwareSampler(_Proposes(BASELINE, lambda c: -abs(c["width"] - 7) - c["depth"]), lambda p: None,
+                                 0), 3)
+    # from width 2, depth 2 one change reaches width 7 (-2), then widths 6 and 8 (-3 each, at random between
+    # them), before depth 1 (-6)
+    assert rated[0] == {"width": 7, "depth": 2} and rated[1:] in ([{"width": 6, "depth": 2}, {"width": 8, "depth": 2}],
+                                                                  [{"width": 8, "depth": 2}, {"width": 6, "depth": 2}])
+    unrated = {tuple(p.values()) for seed in range(4) for p in ran(RuleAwareSampler(
+        _Proposes(BASELINE), lambda p: None, seed), 1)}
+    assert len(unrated) > 1  # at random among the neighbours
+
+
+def test_a_stopped_trial_whose_maths_trained_is_shown_with_that_accuracy():
+    """Our trials' speed-only knobs (loader.num_workers) leave the maths as it is: a trial stopped early whose
+    maths trained to the end is shown with that run's accuracy; one of maths never trained, at the boundary."""
+    space = {"batch_size": CategoricalDistribution([64, 128]), "loader.num_workers": CategoricalDistribution([0, 2])}
+    study = optuna.create_study(directions=DIRECTIONS)
+    study.set_user_attr("search.objectives", METRICS)
+
+    def run(params: dict, scored: Scored, **attrs) -> None:
+        study.enqueue_trial(params, user_attrs={"outcome": scored.outcome, "metrics": scored.metrics, **attrs})
+        tell(study, study.ask(space), scored, DIRECTIONS)
+
+    def ok(throughput: float, accuracy: float) -> Scored:
+        return Scored("ok", metrics={METRICS[0]: throughput, METRICS[1]: accuracy}, values=[throughput, accuracy])
+
+    stopped = Scored("stopped_early", metrics={METRICS[0]: 50.0, "probe_throughput_samples_per_s": 50.0})
+    run({"batch_size": 64, "loader.num_workers": 0}, ok(100.0, 0.95), **{ROLE_ATTR: "baseline"})
+    run({"batch_size": 128, "loader.num_workers": 2}, ok(300.0, 0.80))
+    run({"batch_size": 128, "loader.num_workers": 0}, stopped)  # its maths trained (0.80): below the floor
+    floor = accuracy_floor(study, 0.005)
+    shown = _View(study, {}, floor, 0, 1, same_maths=True).get_trials()[-1]
+    assert list(shown.constraints.values())[-1] == pytest.approx(floor - 0.80)
+    assert all(v == 0.0 for v in list(shown.constraints.values())[:-1])
+    assert all(v == 0.0 for v in _View(study, {}, floor, 0, 1).get_trials()[-1].constraints.values())  # not ours
