@@ -6,7 +6,7 @@ from optuna.distributions import CategoricalDistribution
 from optuna.trial import TrialState, create_trial
 
 from conftest import TESTS, pythonpath, run_search
-from search.sweep.roles import ROLE_ATTR
+from search.sweep.roles import ROLE_ATTR, SEED_ATTR
 from search.sweep.start_combination import enqueue_next, next_combination, next_halfway
 from search.sweep.start_design import COMBINED_ATTR, HALFWAY_ATTR, START_ATTR
 from sweep_results import load_study
@@ -74,6 +74,19 @@ def test_fewer_than_two_paying_moves_or_a_start_move_still_to_run_combine_nothin
     assert next_combination(study.trials, FLOOR) is None
     study.enqueue_trial({**BASE, "bf16": True}, user_attrs={START_ATTR: "bf16"})
     assert next_combination(study.trials, FLOOR) is None
+
+
+def test_a_move_pays_against_the_median_of_every_run_of_yours_the_second_seed_too():
+    """Your configuration ran at 715 and 1,155 samples/s (its second run at seed + 1: the seed moves the maths'
+    draws, not the speed): a move at 800 was faster than the first run only, and does not pay."""
+    study = optuna.create_study(directions=["maximize", "maximize"])
+    _add(study, {}, 715.0, 0.90, **{ROLE_ATTR: "baseline"})
+    _add(study, {}, 1155.0, 0.91, **{ROLE_ATTR: "baseline", SEED_ATTR: 1})
+    _add(study, {"workers": 2}, 1500.0, 0.90, **{START_ATTR: "workers"})
+    _add(study, {"threads": 2}, 800.0, 0.90, **{START_ATTR: "threads"})
+    assert next_combination(study.trials, FLOOR) is None  # one move paid: nothing to combine
+    _add(study, {"bf16": True}, 1000.0, 0.90, **{START_ATTR: "bf16"})  # faster than the median, 935
+    assert next_combination(study.trials, FLOOR) == (["workers", "bf16"], {**BASE, "workers": 2, "bf16": True})
 
 
 def test_a_sweep_combines_the_moves_that_paid_after_its_start(workdir):
