@@ -27,8 +27,9 @@ search/sweep/gp_view.py: its acquisition function), else one at random: the
 GP re-proposes its incumbent late in a sweep, and a random neighbour of it is
 often a fast configuration the GP itself gives almost no chance of reaching
 the accuracy floor, trained in full. Only when every configuration near the
-proposal has run is an unseen one drawn at random; once the whole space has run, the proposal stays
-(search/sweep/no_repeat.py then lets it run as a re-measurement). Samplers
+proposal has run is an unseen one drawn at random; once the whole space has
+run, the proposal stays (search/sweep/no_repeat.py then lets it run as a
+re-measurement). Samplers
 propose repeats because a categorical space is small and their model peaks
 where it already measured (GP re-proposed one early-stopped configuration 4
 times in a 20-trial default sweep). Searching for the answer, a configuration
