@@ -111,7 +111,6 @@ class Strategy:
     search_for: str = "answer"  # hydra.sweeper.search_for: "front" shows the sampler both metrics throughout
     gp_view: bool = True  # False: the GP sees the study as it is (choices unordered, both metrics): before
     stopped_unknown: bool = True  # False: the GP's view shows a stopped trial as told (infeasible, worst accuracy)
-    rated: bool = True  # False: a repeat or a rule-breaking proposal moved to a random neighbour (before)
     same_maths: bool = True  # False: a stopped trial's accuracy shown at the floor even where its maths trained (before)
     stop_start_moves: bool = True  # False: the start design's moves run to the end (never stopped early)
     start_design: str = "one_knob_at_a_time"  # hydra.sweeper.start_design; "sampler": its own start-up trials;
@@ -153,8 +152,6 @@ STRATEGIES: dict[str, Strategy] = {
     "before: GP sees choices unordered, two metrics": Strategy(gp_view=False),
     "GP shown a stopped trial as told (infeasible, worst accuracy)": Strategy(stopped_unknown=False),
     "stopped trial at the floor though its maths trained (before)": Strategy(same_maths=False),
-    "repeats moved to a random neighbour (before)": Strategy(rated=False),
-    "before: random neighbour, stopped trial at the floor": Strategy(rated=False, same_maths=False),
     "default + floor as constraint": Strategy(floor_as_constraint=True),
     "gp, 3 startup": Strategy({"_target_": GP, "n_startup_trials": 3}),
     "gp, 10 startup (Optuna's default)": Strategy({"_target_": GP, "n_startup_trials": 10}),
@@ -577,7 +574,7 @@ def replay(table: Table, name: str, seed: int, floor: float, target: float, min_
     settled = below_floor(ACCURACY_TOLERANCE) if strategy.settled and strategy.staging \
         and strategy.search_for == "answer" else None  # as the sweeper passes it (search/sweep/settled.py)
     sampler = RuleAwareSampler(directed, _Broken.wrap(forbids), seed, avoid_repeats=strategy.avoid_repeats,
-                               settled=settled, rated=strategy.rated)
+                               settled=settled)
     study = optuna.create_study(directions=DIRECTIONS, sampler=sampler)
     study.set_user_attr(METRIC_NAMES_ATTR, OPTIMISED_METRICS)
     margin, startup = sweep_defaults()

@@ -41,27 +41,15 @@ MLflow read the trials as they are. Only the GP's view changes, in two ways:
   only read the gap as the workers' doing, and learnt that speed-only knobs
   move accuracy.
 
-When the sweep must move a proposal (it repeats a configuration that ran, or
-breaks a rule: search/sweep/rule_sampler.py), it asks this view to `rate` the
-candidates, and moves it to the one the GP's own acquisition function rates
-highest (its expected improvement times its probability of feasibility,
-constrained: the floor), not to a random one. In a default CPU sweep of
-2026-12-02 the GP proposed its incumbent again at trials 16-19, and the
-random repair trained `batch_size=256`, `model_pruning.ratio=0.25` and
-`batch_size=128` in full, to 0.81-0.97 against a floor of 0.973 (5-6 s
-each): the GP gave the first a 0.7% chance of reaching the floor.
-
 Other samplers are not wrapped (TPE reads constraints only through its own
 `constraints_func`; random and grid sampling have no model).
 """
 from __future__ import annotations
 
 import copy
-import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-import numpy as np
 import optuna
 from optuna.distributions import BaseDistribution, CategoricalDistribution, IntDistribution
 from optuna.samplers import BaseSampler
@@ -98,14 +86,6 @@ class GPView(WrappedSampler):
         self._throughput = names.index(THROUGHPUT) if floor is not None else -1
         self._accuracy = names.index(ACCURACY) if floor is not None else -1
         self._shape: tuple[int, int] | None = None  # (values, constraints) the GP was last shown
-        self._local = threading.local()  # this thread's last proposal: its acquisition function, the ranks
-        if hasattr(base, "_optimize_acqf"):  # GPSampler's seam for its optimiser ("advanced users can override")
-            optimize = base._optimize_acqf
-
-            def keep_acqf(acqf: Any, best_params: Any) -> Any:
-                self._local.acqf = acqf
-                return optimize(acqf, best_params)
-            base._optimize_acqf = keep_acqf
 
     def sample_relative(self, study: optuna.Study, trial: FrozenTrial,
                         search_space: dict[str, BaseDistribution]) -> dict[str, Any]:
@@ -125,21 +105,8 @@ class GPView(WrappedSampler):
             self._shape = shape
         shown = {name: IntDistribution(0, len(ranks[name]) - 1) if name in ranks else d
                  for name, d in search_space.items()}
-        self._local.acqf, self._local.ranks = None, ranks
         params = self.base.sample_relative(view, trial, shown)
         return {name: ranks[name][int(v)] if name in ranks else v for name, v in params.items()}
-
-    def rate(self, candidates: Sequence[Mapping[str, Any]]) -> list[float] | None:
-        """The GP's acquisition value of each candidate (the parameters of this thread's last proposal, other
-        values), higher is better; None when that proposal was not the GP's (its random start-up)."""
-        acqf = getattr(self._local, "acqf", None)
-        if acqf is None or not candidates:
-            return None
-        ranks = self._local.ranks
-        index = {name: {c: i for i, c in enumerate(r)} for name, r in ranks.items()}
-        shown = [{k: index[k][v] if k in index else v for k, v in c.items()} for c in candidates]
-        x = acqf.search_space.get_normalized_params([None] * len(shown), shown)
-        return [float(v) for v in np.atleast_1d(acqf.eval_acqf_no_grad(x))]
 
 
 class _View:

@@ -9,9 +9,9 @@ rules (``Space.forbids``, search/sweep/combinations.py):
 
 - a joint proposal (``sample_relative``: GP, multivariate TPE) that breaks a
   rule is drawn again a few times, then repaired: one of the values the rule
-  reads is changed, among the changes that keep to every rule, so the trial
-  stays close to what the sampler asked for and the sampler learns from what
-  really ran (the change is the trial's ``search.repaired``);
+  reads is changed, at random among the changes that keep to every rule, so
+  the trial stays close to what the sampler asked for and the sampler learns
+  from what really ran (the change is the trial's ``search.repaired``);
 - a value sampled on its own (random start-up trials, univariate TPE) that
   breaks a rule with the values already chosen is drawn again, then chosen at
   random among the values that keep to the rules.
@@ -21,15 +21,9 @@ early, infeasible) or is running is repaired the same way, before a trial
 number is spent on it: a joint proposal is changed one value at a time
 towards a configuration not run yet (``search.repaired`` says so), and the
 last value sampled on its own is chosen among those that complete an unseen
-configuration. Among the changes that qualify, the one the sampler's own
-model rates best is taken where the sampler can rate them (the GP, through
-search/sweep/gp_view.py: its acquisition function), else one at random: the
-GP re-proposes its incumbent late in a sweep, and a random neighbour of it is
-often a fast configuration the GP itself gives almost no chance of reaching
-the accuracy floor, trained in full. Only when every configuration near the
-proposal has run is an unseen one drawn at random; once the whole space has
-run, the proposal stays (search/sweep/no_repeat.py then lets it run as a
-re-measurement). Samplers
+configuration. Only when every configuration near the proposal has run is an
+unseen one drawn at random; once the whole space has run, the proposal stays
+(search/sweep/no_repeat.py then lets it run as a re-measurement). Samplers
 propose repeats because a categorical space is small and their model peaks
 where it already measured (GP re-proposed one early-stopped configuration 4
 times in a 20-trial default sweep). Searching for the answer, a configuration
@@ -72,15 +66,13 @@ REPAIRED_ATTR = "search.repaired"  # the values changed to keep a joint proposal
 
 class RuleAwareSampler(WrappedSampler):
     def __init__(self, base: BaseSampler, forbids: Callable[[Mapping[str, Any]], Any], seed: int | None = None,
-                 avoid_repeats: bool = True, resolved: Resolved | None = None, settled: Settled | None = None,
-                 rated: bool = True):
+                 avoid_repeats: bool = True, resolved: Resolved | None = None, settled: Settled | None = None):
         super().__init__(base)
         self.avoid_repeats = avoid_repeats  # False: repeats pass (the replay's "before", search_efficiency.py)
         self._forbids = forbids
         self._resolved = resolved  # Space.runs_as: a repeat is what runs the same here, however written
         self._settled = settled  # the maths whose configurations count as run: they cannot be the answer
         self._rng = random.Random(seed)
-        self._rated = rated  # False: a repair's change chosen at random whatever the sampler (the replay's "before")
         self._relative: dict[int, dict[str, Any]] = {}  # trial number -> its joint proposal, until it ends
 
     def sample_relative(self, study: optuna.Study, trial: FrozenTrial,
@@ -185,18 +177,7 @@ class RuleAwareSampler(WrappedSampler):
                 if ok(candidate):
                     found = [candidate]
                     break
-        return found[self._best(found)] if found else params
-
-    def _best(self, candidates: list[dict[str, Any]]) -> int:
-        """The index of the candidate (a joint proposal's values) the wrapped sampler rates highest (``rate``:
-        the GP's acquisition function, search/sweep/gp_view.py), at random among the best; at random where it
-        cannot rate them."""
-        rate = getattr(self.base, "rate", None) if self._rated and len(candidates) > 1 else None
-        scores = rate(candidates) if rate is not None else None
-        if scores is None:
-            return self._rng.randrange(len(candidates))
-        top = max(scores)
-        return self._rng.choice([i for i, v in enumerate(scores) if v == top])
+        return self._rng.choice(found) if found else params
 
     def _repaired(self, params: dict[str, Any], fixed: Mapping[str, Any], space: Mapping[str, BaseDistribution],
                   seen: Container[tuple]) -> dict[str, Any]:
@@ -216,8 +197,7 @@ class RuleAwareSampler(WrappedSampler):
                 changes = [(k, v) for k in keys for v in _choices(space[k]) if v != params[k]]
             if not changes:
                 break
-            picked = unseen or changes
-            key, value = picked[self._best([{**params, k: v} for k, v in picked])]
+            key, value = self._rng.choice(unseen or changes)
             params[key] = value
         return params
 

@@ -106,65 +106,6 @@ def test_searching_for_the_answer_finds_it_in_the_middle_of_the_range():
     assert all(n is not None for n in found), found
 
 
-def test_the_gp_rates_candidates_by_its_acquisition_fast_and_feasible_first():
-    """After a model-based proposal the view rates other configurations as the GP's acquisition function does:
-    the answer (width 5, depth 1) above a faster configuration below the floor (width 10) and a slow one."""
-    sampler = gp_view(GPSampler(seed=0, n_startup_trials=5), "answer", METRICS, DIRECTIONS, 0.005)
-    study = optuna.create_study(directions=DIRECTIONS, sampler=RuleAwareSampler(sampler, lambda p: None, 0))
-    enqueue(study, BASELINE, "baseline")
-    for params in ({"width": 1, "depth": 1}, {"width": 4, "depth": 1}, {"width": 8, "depth": 1},
-                   {"width": 10, "depth": 2}, {"width": 6, "depth": 3}, {"width": 3, "depth": 4}):
-        study.enqueue_trial(params)
-    for _ in range(7):
-        trial = study.ask(SPACE)
-        tell(study, trial, measure(trial.params), DIRECTIONS)
-    assert sampler.rate([{"width": 5, "depth": 1}]) is None  # the last proposals were enqueued: no model's
-    study.ask(SPACE)  # the GP's own proposal: it rates from the acquisition function that made it
-    scores = sampler.rate([{"width": 5, "depth": 1}, {"width": 10, "depth": 1}, {"width": 2, "depth": 4}])
-    assert len(scores) == 3 and scores[0] == max(scores), scores
-
-
-class _Proposes(optuna.samplers.BaseSampler):
-    """A sampler that always proposes `params` and rates a candidate by `score` (the GP view's `rate`)."""
-
-    def __init__(self, params: dict, score=None):
-        self.params, self.score = params, score
-
-    def infer_relative_search_space(self, study, trial):
-        return dict(SPACE)
-
-    def sample_relative(self, study, trial, search_space):
-        return dict(self.params)
-
-    def sample_independent(self, study, trial, name, dist):
-        return self.params[name]
-
-    def rate(self, candidates):
-        return None if self.score is None else [self.score(c) for c in candidates]
-
-
-def test_a_repeat_moves_to_the_neighbour_the_sampler_rates_best():
-    """The proposal repeats a configuration that ran: of its unseen neighbours (one value changed) the one
-    the sampler rates highest runs, each time the next best; a sampler that cannot rate gets a random one."""
-    def ran(sampler: optuna.samplers.BaseSampler, n: int) -> list[dict]:
-        study = optuna.create_study(directions=DIRECTIONS, sampler=sampler)
-        study.enqueue_trial(BASELINE)
-        for _ in range(n + 1):
-            trial = study.ask(SPACE)
-            tell(study, trial, measure(trial.params), DIRECTIONS)
-        return [t.params for t in study.trials[1:]]
-
-    rated = ran(RuleAwareSampler(_Proposes(BASELINE, lambda c: -abs(c["width"] - 7) - c["depth"]), lambda p: None,
-                                 0), 3)
-    # from width 2, depth 2 one change reaches width 7 (-2), then widths 6 and 8 (-3 each, at random between
-    # them), before depth 1 (-6)
-    assert rated[0] == {"width": 7, "depth": 2} and rated[1:] in ([{"width": 6, "depth": 2}, {"width": 8, "depth": 2}],
-                                                                  [{"width": 8, "depth": 2}, {"width": 6, "depth": 2}])
-    unrated = {tuple(p.values()) for seed in range(4) for p in ran(RuleAwareSampler(
-        _Proposes(BASELINE), lambda p: None, seed), 1)}
-    assert len(unrated) > 1  # at random among the neighbours
-
-
 def test_a_stopped_trial_whose_maths_trained_is_shown_with_that_accuracy():
     """Our trials' speed-only knobs (loader.num_workers) leave the maths as it is: a trial stopped early whose
     maths trained to the end is shown with that run's accuracy; one of maths never trained, at the boundary."""
