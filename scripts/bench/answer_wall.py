@@ -86,10 +86,11 @@ def _answer_text(a: dict) -> str:
 
 
 def _shown_args(argv: list[str]) -> str:
-    """The command's arguments as the doc shows them: the earlier checkout's folder as DIR (a path of this
-    machine means nothing to a reader)."""
-    shown = ["DIR" if i and argv[i - 1] == "--before-tree" else a.split("=")[0] + "=DIR"
-             if a.startswith("--before-tree=") else a for i, a in enumerate(argv)]
+    """The command's arguments as the doc shows them: the earlier checkout's folder and the kept sweeps' as DIR
+    (a path of this machine means nothing to a reader)."""
+    folders = ("--before-tree", "--keep")
+    shown = ["DIR" if i and argv[i - 1] in folders else a.split("=")[0] + "=DIR"
+             if a.split("=")[0] in folders and "=" in a else a for i, a in enumerate(argv)]
     return "".join(f" {a}" for a in shown)
 
 
