@@ -108,7 +108,8 @@ def test_searching_for_the_answer_finds_it_in_the_middle_of_the_range():
 
 def test_a_stopped_trial_whose_maths_trained_is_shown_with_that_accuracy():
     """Our trials' speed-only knobs (loader.num_workers) leave the maths as it is: a trial stopped early whose
-    maths trained to the end is shown with that run's accuracy; one of maths never trained, at the boundary."""
+    maths trained to the end is shown with that run's accuracy (its other constraints at the boundary); for
+    trials that are not ours (same_maths off), every constraint at the boundary, as before."""
     space = {"batch_size": CategoricalDistribution([64, 128]), "loader.num_workers": CategoricalDistribution([0, 2])}
     study = optuna.create_study(directions=DIRECTIONS)
     study.set_user_attr("search.objectives", METRICS)
