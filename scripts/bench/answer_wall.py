@@ -89,9 +89,13 @@ def _shown_args(argv: list[str]) -> str:
     """The command's arguments as the doc shows them: the earlier checkout's folder and the kept sweeps' as DIR
     (a path of this machine means nothing to a reader)."""
     folders = ("--before-tree", "--keep")
-    shown = ["DIR" if i and argv[i - 1] in folders else a.split("=")[0] + "=DIR"
-             if a.split("=")[0] in folders and "=" in a else a for i, a in enumerate(argv)]
-    return "".join(f" {a}" for a in shown)
+
+    def shown(i: int, a: str) -> str:
+        if i and argv[i - 1] in folders:
+            return "DIR"  # --keep DIR
+        name = a.split("=")[0]
+        return f"{name}=DIR" if name in folders and "=" in a else a  # --keep=DIR
+    return "".join(f" {shown(i, a)}" for i, a in enumerate(argv))
 
 
 def _commit_of(tree: Path) -> str:
