@@ -2,7 +2,7 @@
 
 The study keeps what ran (every knob's value, both metrics, every
 constraint), so the front in the table, the report, optuna-dashboard and
-MLflow read the trials as they are. Only the GP's view changes, in two ways:
+MLflow read the trials as they are. Only the GP's view changes, in three ways:
 
 - **Numeric choices in order.** `batch_size=choice(32, 64, 128, 256)` is a
   categorical distribution, and the GP's kernel treats the choices of a
@@ -41,6 +41,12 @@ MLflow read the trials as they are. Only the GP's view changes, in two ways:
   only read the gap as the workers' doing, and learnt that speed-only knobs
   move accuracy.
 
+- **Constraints as one list.** Each trial's constraints are shown as one
+  list, `runnable` first, whether the study wrote them that way or as
+  `constraints:<name>` keys (studies this package wrote before): Optuna
+  5.1's GPSampler stops with "The constraint names must be the same for all
+  trials" on a study holding both (`_in_order`).
+
 Other samplers are not wrapped (TPE reads constraints only through its own
 `constraints_func`; random and grid sampling have no model).
 """
@@ -59,7 +65,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from search.sweep.answer import ACCURACY, THROUGHPUT
 from search.sweep.baseline import accuracy_floor
-from search.sweep.outcome import STOPPED_EARLY
+from search.sweep.outcome import RUNNABLE, STOPPED_EARLY
 from search.sweep.staging import maths_key, trained_fully
 from search.sweep.wrapped_sampler import WrappedSampler
 
@@ -153,16 +159,30 @@ class _View:
             shown._params = {k: self._index[k].get(v, v) if k in self._index else v for k, v in trial.params.items()}
             shown._distributions = {k: IntDistribution(0, len(self._ranks[k]) - 1) if k in self._ranks else d
                                     for k, d in trial.distributions.items()}
+        constraints = _in_order(trial)
         if self._floor is not None and trial.state == TrialState.COMPLETE and trial.values is not None:
             shown._values = [trial.values[self._throughput]]
-            constraints = [*trial.constraints.values(), self._floor - trial.values[self._accuracy]]
+            constraints = [*constraints, self._floor - trial.values[self._accuracy]]
             if self._stopped_unknown and trial.user_attrs.get("outcome") == STOPPED_EARLY:
                 # slow, as its probe says; whether it is feasible: unknown, but for its maths' accuracy if trained
                 known = self._maths_accuracy.get(maths_key(trial.params))
                 constraints = [0.0] * (len(constraints) - 1) + [0.0 if known is None else self._floor - known]
+        if constraints:
             attrs = {k: v for k, v in trial.system_attrs.items() if not k.startswith(f"{_CONSTRAINTS_KEY}:")}
             shown._system_attrs = {**attrs, _CONSTRAINTS_KEY: constraints}
         return shown
+
+
+def _in_order(trial: FrozenTrial) -> list[float]:
+    """The trial's constraint values as one list, `runnable` first, whichever way they were written: as one
+    list (search/sweep/outcome.py) or as `constraints:<name>` keys (`trial.set_constraint`, the studies this
+    package wrote before). Optuna 5.1's GPSampler requires every trial's constraints under the same names, and
+    reads the two forms as different names ("0", "1" against "runnable", ...): a study resumed across the
+    change would stop the GP; shown one list each, the GP reads them all by position, as Optuna 5.0 did."""
+    constraints = trial.constraints
+    if trial.system_attrs.get(_CONSTRAINTS_KEY) is None and RUNNABLE in constraints:
+        return [constraints[RUNNABLE], *(v for k, v in constraints.items() if k != RUNNABLE)]
+    return list(constraints.values())
 
 
 def _trained_accuracy(study: optuna.Study) -> dict[tuple, float]:

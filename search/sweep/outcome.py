@@ -17,8 +17,10 @@ with their names in the user attribute `search.constraints`. Optuna 5 reads
 that list as it reads `trial.set_constraint`'s `constraints:<name>` keys
 (`FrozenTrial.constraints`, numbered), and it is the form optuna-dashboard
 (0.21) reads: written the other way, an infeasible trial there is a feasible
-point at its placeholder values. The count and order of the values are what
-the samplers use, so studies written either way mix.
+point at its placeholder values. TPE and NSGA-II read the values whatever
+their names, so studies written either way (this package wrote names before)
+mix; Optuna 5.1's GPSampler requires the same names on every trial, so the
+sweep shows it each trial's values as one list (search/sweep/gp_view.py).
 """
 from __future__ import annotations
 
