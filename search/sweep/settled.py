@@ -26,7 +26,7 @@ import optuna
 from search.sweep.answer import ACCURACY
 from search.sweep.baseline import accuracy_floor
 from search.sweep.no_repeat import Resolved, configuration_key
-from search.sweep.staging import maths_of, trained_fully
+from search.sweep.staging import maths_of, splits_one_batch, trained_fully
 
 Settled = Callable[[optuna.Study], frozenset]  # the maths (maths_of) the answer is settled for
 
@@ -38,7 +38,8 @@ def below_floor(tolerance: float, resolved: Resolved | None = None) -> Settled:
         floor = accuracy_floor(study, tolerance)
         if floor is None:
             return frozenset()
-        return frozenset(maths_of(configuration_key(t.params, resolved))
+        split = splits_one_batch(study)
+        return frozenset(maths_of(configuration_key(t.params, resolved), split)
                          for t in study.get_trials(deepcopy=False) if trained_fully(t)
                          and t.user_attrs["metrics"][ACCURACY] < floor)
     return settled
