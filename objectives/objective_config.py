@@ -23,11 +23,6 @@ from objectives.config_check import ConfigError, Rule, fail, parse_section
 
 OBJECTIVES = ("digits", "gpt", "resnet", "custom")
 BUILT_IN = ("digits", "gpt", "resnet")  # any other name is the user's own objective (the custom section)
-# Workloads whose k DDP ranks at batch B train as one rank at k*B does: every layer is per sample (digits'
-# GroupNorm, gpt's LayerNorm; resnet's BatchNorm normalises over each rank's own batch) and the sampler strides one
-# global batch over the ranks (objectives/sampling.py), so only their product, the global batch, is maths
-# (search/sweep/staging.py). A user's model is not assumed to be.
-RANKS_SPLIT_ONE_BATCH = frozenset({"digits", "gpt"})
 CUSTOM_KEYS = ("callable", "model", "train_dataset")
 GPT_SIZES = ("tiny", "gpt2-small")
 _DOTTED = re.compile(r"^[A-Za-z_][\w.]*[:.][A-Za-z_]\w*$")

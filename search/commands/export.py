@@ -44,7 +44,7 @@ from search.sweep.answer import ACCURACY, ANSWER_ATTR, THROUGHPUT, Answer, Conte
 from search.sweep.baseline import accuracy_floor, baseline_accuracy, baseline_trials, recorded_tolerance
 from search.sweep.fixed_config import CONSTRAINTS_KEY, FIXED_ATTR
 from search.sweep.roles import CONFIRMATION_ROLES, NIGHTLY_ROLE_ATTR, ROLE_ATTR
-from search.sweep.staging import ACCURACY_FROM_ATTR, same_maths
+from search.sweep.staging import ACCURACY_FROM_ATTR, maths_key
 from search.sweep.sweep_settings import SweepSettings
 from search.sweep.reproduce import OVERRIDES, job_overrides, paste_line
 from search.sweep.study import APP_ATTR, OUR_APP, study_metrics
@@ -120,10 +120,11 @@ def unconfirmed(study: optuna.Study) -> dict | None:
     floor = accuracy_floor(study, tolerance)
     recorded = study.user_attrs.get(FIXED_ATTR) or {}
     guarded = floor is not None or CONSTRAINTS_KEY in recorded  # the trials met your constraints (candidates)
+    base_maths = maths_key(base[0].params)
     found = [c for c in candidates(study.get_trials(deepcopy=False)) if THROUGHPUT in c.metrics]
     by_key = {key(c.params): c for c in found}
     ranked = eligible([Contender(dict(c.params), c.metrics[THROUGHPUT], c.metrics.get(ACCURACY),
-                                 your_maths=same_maths(study, c.params, base[0].params)) for c in found], floor, guarded)
+                                 your_maths=maths_key(c.params) == base_maths) for c in found], floor, guarded)
     if floor is not None:
         held = (f"at the sweep's floor val_accuracy >= {floor:.4f} (your configuration's "
                 f"{baseline_accuracy(study):.4f} minus {whose} "

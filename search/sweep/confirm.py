@@ -73,7 +73,7 @@ from search.sweep.constraints import broken_text, parse_constraints
 from search.sweep.recovery import WORKER_ATTR
 from search.sweep.roles import ROLE_ATTR, ROUND_ATTR, SEED_ATTR, enqueue
 from search.sweep.space import to_override
-from search.sweep.staging import ACCURACY_FROM_ATTR, same_maths
+from search.sweep.staging import ACCURACY_FROM_ATTR, maths_key
 
 if TYPE_CHECKING:
     from search.sweep.trial_loop import SweepRun
@@ -83,11 +83,11 @@ MIN_ROUNDS, MAX_ROUNDS = 3, 8
 RunTrials = Callable[[int], None]  # runs that many enqueued trials, in order
 
 
-def _contender(study: optuna.Study, c: Candidate, base_params: Mapping[str, Any]) -> Contender:
+def _contender(c: Candidate, base_params: Mapping[str, Any]) -> Contender:
     m = c.metrics
     memory = next((m[k] for k in MEMORY_METRICS if k in m), math.inf)
     return Contender(dict(c.params), m[THROUGHPUT], m.get(ACCURACY), int(c.params.get("parallel.devices", 1)),
-                     memory, [t.number for t in c.trials], same_maths(study, c.params, base_params))
+                     memory, [t.number for t in c.trials], maths_key(c.params) == maths_key(base_params))
 
 
 def _wall_s(t: optuna.trial.FrozenTrial) -> float:
@@ -191,7 +191,7 @@ def confirm(run: SweepRun, run_trials: RunTrials, base_params: dict[str, Any], s
             "quality metric, e.g. \"hydra.sweeper.constraints=['val_loss <= 0.15']\"")
     found_ok = candidates(trials)
     base_breaks = _breaks(settings.constraints, base_params, base_trials, found_ok)
-    ranked = eligible([_contender(study, c, base_params) for c in found_ok if THROUGHPUT in c.metrics], floor, guarded)
+    ranked = eligible([_contender(c, base_params) for c in found_ok if THROUGHPUT in c.metrics], floor, guarded)
     base_throughputs = [m[THROUGHPUT] for m in base_metrics if THROUGHPUT in m]
     noise = max(NOISE, spread(base_throughputs))
     contenders = [c for c in within_noise(ranked, noise, settings.confirm_candidates + 1)
@@ -205,7 +205,7 @@ def confirm(run: SweepRun, run_trials: RunTrials, base_params: dict[str, Any], s
                       r.high, r.rounds, val_accuracy, base_accuracy, settings.accuracy_tolerance,
                       baseline_trials=[t.number for t in base_trials], search_wall_s=search_wall_s,
                       confirm_rounds=len(_rounds_run(study, first_trial)),
-                      your_maths=same_maths(study, params, base_params) and key(params) != key(base_params),
+                      your_maths=maths_key(params) == maths_key(base_params) and key(params) != key(base_params),
                       baseline_breaks=base_breaks, **kw)
 
     def none_meets(why: str) -> None:
@@ -259,7 +259,7 @@ def confirm(run: SweepRun, run_trials: RunTrials, base_params: dict[str, Any], s
     found = len(within)
     base_run_s = run_cost_s(study, base_params, run.staging, train)  # a round's run of each, from its own trials
     run_s = [run_cost_s(study, c.params, run.staging, train) for c in within]
-    check_s = [0.0 if your_maths(run.staging, study, c.params, base_params) else run_cost_s(study, c.params, False)
+    check_s = [0.0 if your_maths(run.staging, c.params, base_params) else run_cost_s(study, c.params, False)
                for c in within]
     if seed is not None and base_accuracy is not None and _accuracy_at(study, base_params, seed + 1) is None:
         # the check trains your configuration at the next seed too when no run of it ended ok there
@@ -361,7 +361,7 @@ def confirm(run: SweepRun, run_trials: RunTrials, base_params: dict[str, Any], s
         note = (f"a contender faster than your configuration beyond noise failed the second-seed accuracy check "
                 f"({ratio.text()}; {check_text(check)})")
         checked = {key(confirmed[i][0].params) for i in order[:2]}
-        same = next((c for c in ranked if same_maths(study, c.params, base_params)
+        same = next((c for c in ranked if maths_key(c.params) == maths_key(base_params)
                      and key(c.params) != key(base_params) and key(c.params) not in checked
                      and c.throughput > max(base_throughputs, default=math.inf)), None)  # faster in the search
         if same is not None:
@@ -578,12 +578,10 @@ def _accuracy_at(study: optuna.Study, params: Mapping[str, Any], seed: int) -> f
     return statistics.median(found) if found else None
 
 
-def your_maths(staging: bool, study: optuna.Study, params: Mapping[str, Any],
-               base_params: Mapping[str, Any]) -> bool:
-    """With staging, a configuration that moves only speed-only knobs (DDP ranks at your global batch too, where
-    the workload splits one batch over them): its accuracy at any seed is the baseline's
-    (search/sweep/staging.py), so its second-seed check trains nothing of its own."""
-    return staging and same_maths(study, params, base_params)
+def your_maths(staging: bool, params: Mapping[str, Any], base_params: Mapping[str, Any]) -> bool:
+    """With staging, a configuration that moves only speed-only knobs: its accuracy at any seed is the
+    baseline's (search/sweep/staging.py), so its second-seed check trains nothing of its own."""
+    return staging and maths_key(params) == maths_key(base_params)
 
 
 def _seed_check(run: SweepRun, run_trials: RunTrials, params: Mapping[str, Any], base_params: Mapping[str, Any],
@@ -593,7 +591,7 @@ def _seed_check(run: SweepRun, run_trials: RunTrials, params: Mapping[str, Any],
     the baseline's run at seed + 1 stands for it, as staging's timed runs stand for it at the study's seed (the
     check is then passed by construction, `your_maths` in it)."""
     study, at = run.study, seed + 1
-    yours = your_maths(run.staging, study, params, base_params)
+    yours = your_maths(run.staging, params, base_params)
     wanted = [p for p in ((base_params,) if yours else (base_params, params)) if _accuracy_at(study, p, at) is None]
     for p in wanted:
         enqueue(study, dict(p), "seed_check", seed=at)

@@ -66,7 +66,7 @@ from optuna.trial import FrozenTrial, TrialState
 from search.sweep.answer import ACCURACY, THROUGHPUT
 from search.sweep.baseline import accuracy_floor
 from search.sweep.outcome import RUNNABLE, STOPPED_EARLY
-from search.sweep.staging import maths_key, splits_one_batch, trained_fully
+from search.sweep.staging import maths_key, trained_fully
 from search.sweep.wrapped_sampler import WrappedSampler
 
 Floor = Callable[[optuna.Study], "float | None"]  # the study's accuracy floor, None while unknown
@@ -130,8 +130,7 @@ class _View:
         self._throughput = throughput
         self._accuracy = accuracy
         self._stopped_unknown = stopped_unknown
-        self._split = splits_one_batch(study) if same_maths and floor is not None else False
-        self._maths_accuracy = _trained_accuracy(study, self._split) if same_maths and floor is not None else {}
+        self._maths_accuracy = _trained_accuracy(study) if same_maths and floor is not None else {}
         self.directions = [StudyDirection.MAXIMIZE] if floor is not None else study.directions
 
     def __getattr__(self, name: str) -> Any:
@@ -166,7 +165,7 @@ class _View:
             constraints = [*constraints, self._floor - trial.values[self._accuracy]]
             if self._stopped_unknown and trial.user_attrs.get("outcome") == STOPPED_EARLY:
                 # slow, as its probe says; whether it is feasible: unknown, but for its maths' accuracy if trained
-                known = self._maths_accuracy.get(maths_key(trial.params, self._split))
+                known = self._maths_accuracy.get(maths_key(trial.params))
                 constraints = [0.0] * (len(constraints) - 1) + [0.0 if known is None else self._floor - known]
         if constraints:
             attrs = {k: v for k, v in trial.system_attrs.items() if not k.startswith(f"{_CONSTRAINTS_KEY}:")}
@@ -186,12 +185,12 @@ def _in_order(trial: FrozenTrial) -> list[float]:
     return list(constraints.values())
 
 
-def _trained_accuracy(study: optuna.Study, split: bool = False) -> dict[tuple, float]:
+def _trained_accuracy(study: optuna.Study) -> dict[tuple, float]:
     """Each set of maths that trained to the end at the study's seed: the val_accuracy of its first such run."""
     known: dict[tuple, float] = {}
     for t in study._get_trials(deepcopy=False, states=(TrialState.COMPLETE,), use_cache=False):
         if trained_fully(t):
-            known.setdefault(maths_key(t.params, split), t.user_attrs["metrics"][ACCURACY])
+            known.setdefault(maths_key(t.params), t.user_attrs["metrics"][ACCURACY])
     return known
 
 

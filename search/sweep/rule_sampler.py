@@ -54,7 +54,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from search.sweep.no_repeat import Resolved, configuration_key
 from search.sweep.settled import Settled
-from search.sweep.staging import maths_of, splits_one_batch
+from search.sweep.staging import maths_of
 from search.sweep.wrapped_sampler import WrappedSampler
 
 _REDRAWS = 3
@@ -147,7 +147,7 @@ class RuleAwareSampler(WrappedSampler):
         """The configurations that count as run: those the study has run, stopped or is running, and those of
         the maths the answer is settled for."""
         return _Seen({self._key(t.params) for t in study.get_trials(deepcopy=False, states=_RUN_STATES)},
-                     self._settled(study) if self._settled is not None else frozenset(), splits_one_batch(study))
+                     self._settled(study) if self._settled is not None else frozenset())
 
     def after_trial(self, study: optuna.Study, trial: FrozenTrial, state: TrialState,
                     values: Any) -> None:
@@ -205,12 +205,11 @@ class RuleAwareSampler(WrappedSampler):
 class _Seen:
     """Configuration keys that count as run: a set of them, and every key whose maths is settled."""
 
-    def __init__(self, run: set[tuple], settled: frozenset, split: bool = False):
-        self._run, self._settled, self._split = run, settled, split
+    def __init__(self, run: set[tuple], settled: frozenset):
+        self._run, self._settled = run, settled
 
     def __contains__(self, configuration: tuple) -> bool:
-        return configuration in self._run or (bool(self._settled) and maths_of(configuration, self._split)
-                                              in self._settled)
+        return configuration in self._run or (bool(self._settled) and maths_of(configuration) in self._settled)
 
 
 def within_rules(sampler: BaseSampler, forbids: Callable[[Mapping[str, Any]], Any] | None,

@@ -13,21 +13,6 @@ The same holds at the confirmation's second seed: an answer with your maths
 is checked against your own run there, not trained again
 (search/sweep/confirm.py).
 
-DDP ranks are a speed-only knob too where the workload splits one global
-batch over them (digits and gpt: per-sample norms, a sampler that strides
-one global batch over the ranks): `batch_size=32 parallel.devices=2` takes
-the steps `batch_size=64` takes on one device, so the maths counts their
-product (`maths_of`, `split`; the study records whether it applies,
-`record_splits`). Measured on digits at the default budget, seed 0,
-2 ranks against 1: val_accuracy 0.9777 both (your configuration's global
-batch, 64), 0.8747 both (128), val_loss 0.0888 against 0.0872 (the
-gradients are averaged in another order, which the steps carry on); with
-bf16 and model pruning 0.5, 0.9499 against 0.9526 (one validation sample).
-The same standard as another thread count's. Not folded:
-`parallel.grad_accum` (its epochs pad to another length, so the samples'
-order differs after the first: 0.9136 against 0.8747), and any other
-workload, whose normalisation may see each rank's own batch.
-
 So a trial whose maths (every other swept knob) already trained to the end
 in this study runs `train.throughput_only=true` (the warm-up and 3+ timed
 windows, no evaluation, objectives/timing.py) and is scored with the
@@ -45,11 +30,8 @@ from omegaconf import OmegaConf
 from optuna.trial import TrialState
 
 from objectives.knobs import SPEED_ONLY  # the keys that leave the trained model's maths unchanged
-from objectives.objective_config import RANKS_SPLIT_ONE_BATCH
 from search.sweep.roles import ROLE_ATTR, SEED_ATTR, enqueued_as_asked
 
-BATCH, DEVICES, GLOBAL_BATCH = "batch_size", "parallel.devices", "batch_size*parallel.devices"
-SPLITS_ATTR = "search.ranks_split_one_batch"  # study system attribute: its maths counts the global batch
 ACCURACY_FROM_ATTR = "search.accuracy_from"  # the trial whose trained accuracy a throughput-only trial carries
 INHERITED = ("val_accuracy", "val_loss")
 # Metrics of how much a run ran (its length, its last loss, its wall time, sums over its timed windows): a
@@ -66,42 +48,14 @@ THROUGHPUT_ONLY = "train.throughput_only=true"
 OF_SAME_MATHS = "_of_same_maths"
 
 
-def maths_key(params: Mapping[str, Any], split: bool = False) -> tuple:
-    return maths_of(tuple(sorted((k, repr(v)) for k, v in params.items())), split)
+def maths_key(params: Mapping[str, Any]) -> tuple:
+    return maths_of(tuple(sorted((k, repr(v)) for k, v in params.items())))
 
 
-def maths_of(configuration: tuple, split: bool = False) -> tuple:
+def maths_of(configuration: tuple) -> tuple:
     """A configuration's key (sorted (knob, repr(value)) pairs, as no_repeat.configuration_key) less its
-    speed-only knobs: its maths. `split` (splits_one_batch): `batch_size` and `parallel.devices` count as their
-    product, the global batch (`batch_size=32 parallel.devices=2` trains as `batch_size=64` on one device)."""
-    maths = tuple(item for item in configuration if item[0] not in SPEED_ONLY)
-    values = dict(maths)
-    if not split or not {BATCH, DEVICES} <= values.keys():
-        return maths
-    try:
-        global_batch = int(values[BATCH]) * int(values[DEVICES])
-    except ValueError:  # not plain ints: left as they are
-        return maths
-    return tuple(sorted([item for item in maths if item[0] not in (BATCH, DEVICES)]
-                        + [(GLOBAL_BATCH, repr(global_batch))]))
-
-
-def splits_one_batch(study: optuna.Study) -> bool:
-    """The study's workload trains k DDP ranks at batch B as one rank at k*B (recorded by record_splits)."""
-    return bool(study._storage.get_study_system_attrs(study._study_id).get(SPLITS_ATTR, False))
-
-
-def record_splits(study: optuna.Study, objective_name: Any) -> None:
-    """Record on the study whether its workload splits one global batch over its ranks
-    (objectives/objective_config.py RANKS_SPLIT_ONE_BATCH): its trials' maths is then the global batch."""
-    splits = objective_name in RANKS_SPLIT_ONE_BATCH
-    if splits_one_batch(study) != splits:
-        study._storage.set_study_system_attr(study._study_id, SPLITS_ATTR, splits)
-
-
-def same_maths(study: optuna.Study, params: Mapping[str, Any], other: Mapping[str, Any]) -> bool:
-    split = splits_one_batch(study)
-    return maths_key(params, split) == maths_key(other, split)
+    speed-only knobs: its maths."""
+    return tuple(item for item in configuration if item[0] not in SPEED_ONLY)
 
 
 def trained_fully(trial: optuna.trial.FrozenTrial) -> bool:
@@ -113,10 +67,9 @@ def trained_fully(trial: optuna.trial.FrozenTrial) -> bool:
 
 def accuracy_source(study: optuna.Study, params: Mapping[str, Any], but: int | None = None) -> int | None:
     """The first trial that trained these maths fully, or None."""
-    split = splits_one_batch(study)
-    want = maths_key(params, split)
+    want = maths_key(params)
     for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
-        if t.number != but and trained_fully(t) and maths_key(t.params, split) == want:
+        if t.number != but and trained_fully(t) and maths_key(t.params) == want:
             return t.number
     return None
 

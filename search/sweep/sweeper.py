@@ -55,7 +55,7 @@ from search.sweep.reproduce import configuration_overrides, paste_line
 from search.sweep.roles import CONFIRMATION_ROLES, put_back, role, set_aside_waiting
 from search.sweep.rule_sampler import within_rules
 from search.sweep.settled import Settled, below_floor
-from search.sweep.staging import record_splits, staging_applies
+from search.sweep.staging import staging_applies
 from search.sweep.start_design import (deferred, enqueue_deferred, enqueue_start, not_moved_alone, one_knob_at_a_time,
                                       start_line, starts_from_design)
 from search.sweep.study import (APP_ATTR, GP_IMPORTS, app_command, check_space_matches, large_study_notice,
@@ -120,7 +120,6 @@ class SweeperImpl:
                                                          self._settled(plan)))
             check_space_matches(study, plan.space.distributions)
             fixed_note = check_fixed(study, fixed_record(self._fixed_config(plan), plan.constraints), resumed)
-            record_splits(study, OmegaConf.select(self.jobs.config, "objective.name", default="digits"))
         except BadInput as err:
             exit_bad_input(err)
         for line in plan.said:

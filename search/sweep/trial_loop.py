@@ -32,7 +32,6 @@ from search.sweep.recovery import Heartbeat, close_stale, stale_trials
 from search.sweep.reproduce import OVERRIDES, REPRODUCE_TAG, configuration_overrides, paste_line
 from search.sweep.roles import EXTRA_OVERRIDES_ATTR, measured_whatever_the_time
 from search.sweep.space import to_override
-from search.sweep.settled import skip_if_settled
 from search.sweep.staging import staged
 from search.sweep.study import SweepGridSampler
 from search.sweep.sweep_settings import SweepSettings
@@ -143,11 +142,6 @@ def propose(run: SweepRun, searching: bool = True) -> slots.Launch:
         run.progress.console.print(line)
     trial = ask_unseen(study, plan.space.distributions, run.rng, plan.space.forbids, plan.space.runs_as)
     throughput_only = staged(study, trial, run.staging)
-    while throughput_only and plan.for_answer and skip_if_settled(  # only the start's trials: finitely many
-            study, trial, accuracy_floor(study, settings.accuracy_tolerance)):
-        run.progress.console.print(f"trial {trial.number} skipped: {trial.user_attrs['reason']}")
-        trial = ask_unseen(study, plan.space.distributions, run.rng, plan.space.forbids, plan.space.runs_as)
-        throughput_only = staged(study, trial, run.staging)
     floor = accuracy_floor(study, settings.accuracy_tolerance) \
         if plan.for_answer and plan.early_stopping == "staged" and not throughput_only else None
     lines = (plan.space.fixed_overrides + [to_override(k, trial.params[k]) for k in plan.space.distributions]

@@ -584,42 +584,6 @@ def test_the_rounds_run_one_at_a_time_when_trials_share_the_machine(workdir):
             (before.number, after.number)
 
 
-def test_ddp_ranks_at_one_global_batch_are_one_set_of_maths_where_the_workload_splits_it():
-    """digits and gpt train k ranks at batch B as one rank at k*B; resnet (BatchNorm) and your own model are not
-    assumed to, and grad_accum is never folded."""
-    from search.sweep.staging import record_splits, same_maths, splits_one_batch
-
-    split = {"batch_size": 32, "parallel.devices": 2, "loader.num_workers": 2}
-    one = {"batch_size": 64, "parallel.devices": 1, "loader.num_workers": 0}
-    assert maths_key(split, True) == maths_key(one, True) != maths_key({**one, "batch_size": 128}, True)
-    assert maths_key(split) != maths_key(one)  # not folded unless the study says so
-    accumulated = {"batch_size": 32, "parallel.grad_accum": 2}
-    assert maths_key(accumulated, True) != maths_key({"batch_size": 64, "parallel.grad_accum": 1}, True)
-    for name, splits in (("digits", True), ("gpt", True), ("resnet", False), ("my_model", False)):
-        study = optuna.create_study(directions=["maximize", "maximize"])
-        assert not splits_one_batch(study)  # a study from before the record: not folded
-        record_splits(study, name)
-        assert splits_one_batch(study) is splits and same_maths(study, split, one) is splits, name
-
-
-def test_a_sweep_times_the_ddp_layout_of_a_global_batch_that_trained(workdir):
-    """`batch_size=32 parallel.devices=2` is your configuration's maths (global batch 64) on digits: timed, scored
-    with your run's accuracy, and its second-seed check (if it is the answer) trains nothing of its own."""
-    result = run_search("multirun", "hydra.sweeper.params=null", "batch_size=choice(32,64)",
-                        "parallel.devices=choice(1,2)", "train.budget_samples=3000", "hydra.sweeper.n_trials=4",
-                        "hydra.sweeper.baseline_repeats=1", "hydra.sweeper.confirm_budget=0",
-                        "hydra.sweeper.seed=0", cwd=workdir)
-    assert result.returncode == 0, result.stderr[-3000:]
-    trials = load_study(workdir).get_trials(deepcopy=False)
-    by_layout = {(t.params["batch_size"], t.params["parallel.devices"]): t for t in trials}
-    assert set(by_layout) == {(64, 1), (64, 2), (32, 1), (32, 2)}, [t.params for t in trials]
-    split = by_layout[(32, 2)]
-    assert split.user_attrs.get(ACCURACY_FROM_ATTR) == by_layout[(64, 1)].number, split.user_attrs
-    assert "train.throughput_only=true" in split.user_attrs["overrides"]
-    assert split.user_attrs["metrics"]["val_accuracy"] == by_layout[(64, 1)].user_attrs["metrics"]["val_accuracy"]
-    assert ACCURACY_FROM_ATTR not in by_layout[(64, 2)].user_attrs  # global batch 128: other maths
-
-
 def test_staging_trains_a_set_of_maths_once(workdir):
     """Worker counts leave the maths alone: after the baseline trained, they are timed, not trained."""
     result = run_search("multirun", "hydra.sweeper.params=null", "loader.num_workers=choice(0,1)",

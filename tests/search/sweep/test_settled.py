@@ -100,31 +100,3 @@ def test_a_sweep_times_no_configuration_whose_maths_trained_below_the_floor(work
     assert any(trials[n].params["model_pruning.ratio"] == 0.9 for n in below), [t.user_attrs for t in trials]
     assert not [t.number for t in trials if t.user_attrs.get(ACCURACY_FROM_ATTR) in below], \
         [(t.params, t.user_attrs.get(ACCURACY_FROM_ATTR)) for t in trials]
-
-
-def test_an_enqueued_move_whose_maths_trained_below_the_floor_is_skipped_not_timed(workdir):
-    """The start's moves are enqueued before their maths is known. `batch_size=128` and `parallel.devices=2` are
-    one set of maths on digits (global batch 128, below the floor at this budget): whichever of the two moves comes
-    second is closed as skipped when its turn comes, with no run, and the sweep goes on to its other trials."""
-    from search.sweep.settled import SETTLED_ATTR
-    from search.sweep.staging import ACCURACY_FROM_ATTR
-
-    result = run_search("multirun", "hydra.sweeper.params=null", "batch_size=choice(64,128)",
-                        "parallel.devices=choice(1,2)", "train.budget_samples=3000", "hydra.sweeper.n_trials=4",
-                        "hydra.sweeper.baseline_repeats=1", "hydra.sweeper.confirm_budget=0",
-                        "hydra.sweeper.seed=0", cwd=workdir)
-    assert result.returncode == 0, result.stderr[-3000:]
-    trials = load_study(workdir).get_trials(deepcopy=False)
-    floor = trials[0].user_attrs["metrics"]["val_accuracy"] - 0.005
-    skipped = [t for t in trials if SETTLED_ATTR in t.user_attrs]
-    assert len(skipped) == 1, [(t.params, t.user_attrs.get("outcome")) for t in trials]
-    [move] = skipped
-    source = trials[move.user_attrs[SETTLED_ATTR]]
-    assert move.user_attrs["outcome"] == "skipped" and move.state == optuna.trial.TrialState.FAIL
-    assert source.user_attrs["metrics"]["val_accuracy"] < floor and ACCURACY_FROM_ATTR not in source.user_attrs
-    assert {move.params["batch_size"] * move.params["parallel.devices"],
-            source.params["batch_size"] * source.params["parallel.devices"]} == {128}
-    assert "mlflow_run_id" not in move.user_attrs and "below the floor" in move.user_attrs["reason"]
-    assert f"trial {move.number} skipped" in result.stdout
-    ran = [t for t in trials if t.user_attrs.get("outcome") != "skipped"]
-    assert len(ran) == 4  # n_trials counts what ran

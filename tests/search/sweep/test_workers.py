@@ -211,16 +211,41 @@ def test_two_nightly_workers_top_up_once_on_the_worker_that_confirmed(workdir: P
     from search.sweep.recovery import WORKER_ATTR
     from search.sweep.roles import ROLE_ATTR
 
+    import time
+
+    from search.sweep.workers import STATE_PREFIX
+
     url = f"sqlite:///{workdir}/night.db"
     env = {**os.environ, "PYTHONPATH": pythonpath(REPO, TESTS),
            "MLFLOW_TRACKING_URI": f"sqlite:///{workdir}/mlflow.db", "COLUMNS": "300"}
-    procs = [subprocess.Popen(
-        [sys.executable, "-m", "search", "nightly", NO_REPORT, f"hydra.sweeper.storage={url}",
-         "hydra.sweeper.study_name=n", "objective=custom", "objective.callable=paced_objective:objective",
-         "hydra.sweeper.params=null", "batch_size=choice(64,128)", f"hydra.sweeper.n_trials={n}",  # 128: 2x 64's
-         "hydra.sweeper.nightly.repeats=6", f"hydra.sweep.dir=multirun/{i}"],  # 6: more than the search ran
-        cwd=workdir, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        for i, n in enumerate((1, 3))]
+
+    def worker(i: int, n: int) -> subprocess.Popen:
+        return subprocess.Popen(
+            [sys.executable, "-m", "search", "nightly", NO_REPORT, f"hydra.sweeper.storage={url}",
+             "hydra.sweeper.study_name=n", "objective=custom", "objective.callable=paced_objective:objective",
+             "hydra.sweeper.params=null", "batch_size=choice(64,128)", f"hydra.sweeper.n_trials={n}",  # 128: 2x 64's
+             "hydra.sweeper.nightly.repeats=6", f"hydra.sweep.dir=multirun/{i}"],  # 6: more than the search ran
+            cwd=workdir, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+    def registered() -> int:
+        db = workdir / "night.db"
+        if not db.exists() or db.stat().st_size == 0:  # the worker creates the tables: never both at once
+            return 0
+        time.sleep(1.0)
+        try:
+            study = optuna.load_study(study_name="n", storage=url)
+        except KeyError:  # not created yet
+            return 0
+        return sum(k.startswith(STATE_PREFIX) for k in study._storage.get_study_system_attrs(study._study_id))
+
+    # The 3-trial worker registers first, so the 1-trial one ends while it searches: started together, a slow
+    # start of the second (a loaded machine) let the first search, confirm and end alone, and the second then
+    # confirmed its own trials as well.
+    searcher = worker(1, 3)
+    deadline = time.monotonic() + 300
+    while registered() == 0 and searcher.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    procs = [worker(0, 1), searcher]
     outs = []
     for proc in procs:
         out, err = proc.communicate(timeout=600)
