@@ -224,7 +224,8 @@ def test_two_nightly_workers_top_up_once_on_the_worker_that_confirmed(workdir: P
             [sys.executable, "-m", "search", "nightly", NO_REPORT, f"hydra.sweeper.storage={url}",
              "hydra.sweeper.study_name=n", "objective=custom", "objective.callable=paced_objective:objective",
              "hydra.sweeper.params=null", "batch_size=choice(64,128)", f"hydra.sweeper.n_trials={n}",  # 128: 2x 64's
-             "hydra.sweeper.nightly.repeats=6", f"hydra.sweep.dir=multirun/{i}"],  # 6: more than the search ran
+             "hydra.sweeper.nightly.repeats=6",  # 6: more than the search ran
+             f"hydra.sweep.dir=multirun/{i}", "+pace.step_ms=400"],  # 7 steps: about 3 s a trial
             cwd=workdir, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
     def registered() -> int:
@@ -238,9 +239,9 @@ def test_two_nightly_workers_top_up_once_on_the_worker_that_confirmed(workdir: P
             return 0
         return sum(k.startswith(STATE_PREFIX) for k in study._storage.get_study_system_attrs(study._study_id))
 
-    # The 3-trial worker registers first, so the 1-trial one ends while it searches: started together, a slow
-    # start of the second (a loaded machine) let the first search, confirm and end alone, and the second then
-    # confirmed its own trials as well.
+    # The 3-trial worker registers first, so the 1-trial one starts, runs its trial and ends while the other
+    # searches: started together, a slow start of the second (a loaded machine) let the first search, confirm
+    # and end alone, and the second then confirmed its own trials as well.
     searcher = worker(1, 3)
     deadline = time.monotonic() + 300
     while registered() == 0 and searcher.poll() is None and time.monotonic() < deadline:
