@@ -206,13 +206,12 @@ def test_two_nightly_workers_top_up_once_on_the_worker_that_confirmed(workdir: P
     """Nightly's top-ups (whole runs of tonight's answer) run after the confirmation, on the worker that confirmed.
     Before, a worker that left the confirmation to another topped up too: before the answer existed, so
     another configuration (the fastest so far), while the other worker was still searching."""
+    import time
+
     from search.nightly.night import ROLE
     from search.sweep.answer import ANSWER_ATTR
     from search.sweep.recovery import WORKER_ATTR
     from search.sweep.roles import ROLE_ATTR
-
-    import time
-
     from search.sweep.workers import STATE_PREFIX
 
     url = f"sqlite:///{workdir}/night.db"
