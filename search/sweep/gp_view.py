@@ -65,7 +65,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from search.sweep.answer import ACCURACY, THROUGHPUT
 from search.sweep.baseline import accuracy_floor
-from search.sweep.outcome import RUNNABLE, STOPPED_EARLY
+from search.sweep.outcome import RUNNABLE, STOPPED_EARLY, named_constraints
 from search.sweep.staging import maths_key, trained_fully
 from search.sweep.wrapped_sampler import WrappedSampler
 
@@ -179,10 +179,10 @@ def _in_order(trial: FrozenTrial) -> list[float]:
     package wrote before). Optuna 5.1's GPSampler requires every trial's constraints under the same names, and
     reads the two forms as different names ("0", "1" against "runnable", ...): a study resumed across the
     change would stop the GP; shown one list each, the GP reads them all by position, as Optuna 5.0 did."""
-    constraints = trial.constraints
-    if trial.system_attrs.get(_CONSTRAINTS_KEY) is None and RUNNABLE in constraints:
-        return [constraints[RUNNABLE], *(v for k, v in constraints.items() if k != RUNNABLE)]
-    return list(constraints.values())
+    named = named_constraints(trial)
+    if RUNNABLE not in named:  # not this package's trial: its values as they are
+        return list(named.values())
+    return [named[RUNNABLE], *(v for k, v in named.items() if k != RUNNABLE)]
 
 
 def _trained_accuracy(study: optuna.Study) -> dict[tuple, float]:

@@ -228,10 +228,6 @@ def test_two_nightly_workers_top_up_once_on_the_worker_that_confirmed(workdir: P
             cwd=workdir, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
     def registered() -> int:
-        db = workdir / "night.db"
-        if not db.exists() or db.stat().st_size == 0:  # the worker creates the tables: never both at once
-            return 0
-        time.sleep(1.0)
         try:
             study = optuna.load_study(study_name="n", storage=url)
         except KeyError:  # not created yet
@@ -243,6 +239,10 @@ def test_two_nightly_workers_top_up_once_on_the_worker_that_confirmed(workdir: P
     # and end alone, and the second then confirmed its own trials as well.
     searcher = worker(1, 3)
     deadline = time.monotonic() + 300
+    db = workdir / "night.db"
+    while not (db.exists() and db.stat().st_size) and searcher.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    time.sleep(1.0)  # the worker creates the tables: this process must not create them at the same moment
     while registered() == 0 and searcher.poll() is None and time.monotonic() < deadline:
         time.sleep(0.2)
     procs = [worker(0, 1), searcher]
