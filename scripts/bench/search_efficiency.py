@@ -123,6 +123,7 @@ class Strategy:
     staging: bool = True  # False: a trial whose maths trained already trains again (hydra.sweeper.staging=false)
     short_probe: bool = True  # False: no probe unless all of train.probe_steps' windows end by half the steps (before)
     settled: bool = True  # False: a configuration whose maths trained below the floor is still proposed (before)
+    cheap_repairs: bool = True  # False: a repaired proposal's nearest unseen configuration drawn at random (before)
 
 
 GP = "optuna.samplers.GPSampler"
@@ -144,6 +145,7 @@ STRATEGIES: dict[str, Strategy] = {
         speed_only_first=False, halfway_from_stopped=False, short_probe=False),
     "default, no early stopping": Strategy(early_stopping=False),
     "maths below the floor still proposed (before)": Strategy(settled=False),
+    "repairs at random among the nearest (before)": Strategy(cheap_repairs=False),
     "default, no staging": Strategy(staging=False),
     "no early stopping, no staging (every trial trained in full)": Strategy(early_stopping=False, staging=False),
     "start moves never stopped early": Strategy(stop_start_moves=False),
@@ -551,7 +553,7 @@ def replay(table: Table, name: str, seed: int, floor: float, target: float, min_
     from search.sweep.outcome import STOPPED_EARLY, score, tell
     from search.sweep.roles import enqueue
     from search.sweep.rule_sampler import RuleAwareSampler
-    from search.sweep.settled import below_floor
+    from search.sweep.settled import at_floor, below_floor
     from search.sweep.space import build_space
     from search.sweep.start_combination import enqueue_next
     from search.sweep.staging import SPEED_ONLY, maths_key
@@ -573,8 +575,9 @@ def replay(table: Table, name: str, seed: int, floor: float, target: float, min_
                        strategy.stopped_unknown, strategy.same_maths) if strategy.gp_view else base
     settled = below_floor(ACCURACY_TOLERANCE) if strategy.settled and strategy.staging \
         and strategy.search_for == "answer" else None  # as the sweeper passes it (search/sweep/settled.py)
+    reached = at_floor(ACCURACY_TOLERANCE) if settled is not None and strategy.cheap_repairs else None
     sampler = RuleAwareSampler(directed, _Broken.wrap(forbids), seed, avoid_repeats=strategy.avoid_repeats,
-                               settled=settled)
+                               settled=settled, reached=reached)
     study = optuna.create_study(directions=DIRECTIONS, sampler=sampler)
     study.set_user_attr(METRIC_NAMES_ATTR, OPTIMISED_METRICS)
     margin, startup = sweep_defaults()

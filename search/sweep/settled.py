@@ -34,11 +34,22 @@ Settled = Callable[[optuna.Study], frozenset]  # the maths (maths_of) the answer
 def below_floor(tolerance: float, resolved: Resolved | None = None) -> Settled:
     """The study's maths that trained to the end at its seed below the floor (the baseline's val_accuracy less
     `tolerance`); none while the floor is unknown."""
-    def settled(study: optuna.Study) -> frozenset:
+    return _trained(tolerance, resolved, below=True)
+
+
+def at_floor(tolerance: float, resolved: Resolved | None = None) -> Settled:
+    """The study's maths that trained to the end at its seed at or above the floor: a configuration of one of
+    them that has not run is only timed (staging) and can be the answer, the cheapest trial a repair can pick
+    (search/sweep/rule_sampler.py); none while the floor is unknown."""
+    return _trained(tolerance, resolved, below=False)
+
+
+def _trained(tolerance: float, resolved: Resolved | None, below: bool) -> Settled:
+    def maths(study: optuna.Study) -> frozenset:
         floor = accuracy_floor(study, tolerance)
         if floor is None:
             return frozenset()
         return frozenset(maths_of(configuration_key(t.params, resolved))
                          for t in study.get_trials(deepcopy=False) if trained_fully(t)
-                         and t.user_attrs["metrics"][ACCURACY] < floor)
-    return settled
+                         and (t.user_attrs["metrics"][ACCURACY] < floor) == below)
+    return maths

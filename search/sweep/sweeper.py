@@ -54,7 +54,7 @@ from search.sweep.recovery import Heartbeat, worker_id
 from search.sweep.reproduce import configuration_overrides, paste_line
 from search.sweep.roles import CONFIRMATION_ROLES, put_back, role, set_aside_waiting
 from search.sweep.rule_sampler import within_rules
-from search.sweep.settled import Settled, below_floor
+from search.sweep.settled import Settled, at_floor, below_floor
 from search.sweep.staging import staging_applies
 from search.sweep.start_design import (deferred, enqueue_deferred, enqueue_start, not_moved_alone, one_knob_at_a_time,
                                       start_line, starts_from_design)
@@ -117,7 +117,7 @@ class SweeperImpl:
             study, resumed = load_or_create(plan.study_name, plan.storage, plan.directions,
                                             within_rules(self._directed(plan), plan.space.forbids,
                                                          self.settings.seed, plan.space.runs_as,
-                                                         self._settled(plan)))
+                                                         *self._settled(plan)))
             check_space_matches(study, plan.space.distributions)
             fixed_note = check_fixed(study, fixed_record(self._fixed_config(plan), plan.constraints), resumed)
         except BadInput as err:
@@ -192,12 +192,14 @@ class SweeperImpl:
                        plan.metrics, plan.directions, self.settings.accuracy_tolerance,
                        same_maths=staging_applies(plan, self.jobs))
 
-    def _settled(self, plan: Plan) -> Settled | None:
-        """Searching for the answer with staging: the maths whose configurations cannot be the answer, as the
-        sampler wrapper reads them (search/sweep/settled.py); None otherwise."""
+    def _settled(self, plan: Plan) -> tuple[Settled | None, Settled | None]:
+        """Searching for the answer with staging: the maths whose configurations cannot be the answer, and
+        those whose unseen configurations are only timed, as the sampler wrapper reads them
+        (search/sweep/settled.py); None and None otherwise."""
         if not (plan.for_answer and self.settings.staging and staging_applies(plan, self.jobs)):
-            return None
-        return below_floor(self.settings.accuracy_tolerance, plan.space.runs_as)
+            return None, None
+        return (below_floor(self.settings.accuracy_tolerance, plan.space.runs_as),
+                at_floor(self.settings.accuracy_tolerance, plan.space.runs_as))
 
     def _confirm_once(self, run: SweepRun, plan: Plan) -> tuple[Answer | None, bool]:
         """Confirm here (with a baseline) when this is the study's last worker searching (search/sweep/workers.py):

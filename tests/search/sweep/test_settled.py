@@ -12,7 +12,7 @@ from conftest import run_search
 from search.sweep.no_repeat import ask_unseen, configuration_key
 from search.sweep.roles import SEED_ATTR, enqueue
 from search.sweep.rule_sampler import within_rules
-from search.sweep.settled import below_floor
+from search.sweep.settled import at_floor, below_floor
 from search.sweep.staging import ACCURACY_FROM_ATTR, maths_of
 from sweep_results import load_study
 
@@ -100,3 +100,52 @@ def test_a_sweep_times_no_configuration_whose_maths_trained_below_the_floor(work
     assert any(trials[n].params["model_pruning.ratio"] == 0.9 for n in below), [t.user_attrs for t in trials]
     assert not [t.number for t in trials if t.user_attrs.get(ACCURACY_FROM_ATTR) in below], \
         [(t.params, t.user_attrs.get(ACCURACY_FROM_ATTR)) for t in trials]
+
+
+class _Proposes(optuna.samplers.BaseSampler):
+    """A joint proposal of the same configuration every time, as the GP late in a sweep re-proposes its incumbent
+    (or a fast configuration of settled maths)."""
+
+    def __init__(self, params: dict):
+        self.params = params
+
+    def infer_relative_search_space(self, study, trial):
+        return dict(SPACE_3)
+
+    def sample_relative(self, study, trial, search_space):
+        return dict(self.params)
+
+    def sample_independent(self, study, trial, param_name, param_distribution):
+        return self.params[param_name]
+
+
+SPACE_3 = {**SPACE, "batch_size": CategoricalDistribution([64, 128, 256])}
+
+
+@pytest.mark.parametrize("proposed, cheapest", [
+    # settled maths (model pruning, below the floor): its nearest unseen configurations are new maths at a larger
+    # batch; two changes away, your maths with loader workers is only timed
+    ({**BASELINE, "model_pruning.ratio": 0.5}, [{**BASELINE, "loader.num_workers": 1},
+                                                {**BASELINE, "loader.num_workers": 2}]),
+    # a repeat of maths at the floor: its loader settings are one change away (batch 256 or model pruning too)
+    ({**BASELINE, "batch_size": 128}, [{**BASELINE, "batch_size": 128, "loader.num_workers": 1},
+                                       {**BASELINE, "batch_size": 128, "loader.num_workers": 2}])],
+    ids=["settled", "repeat"])
+def test_a_repaired_proposal_takes_the_nearest_configuration_that_is_only_timed(proposed, cheapest) -> None:
+    """A repair moves a proposal to the nearest unseen configuration; where one or two changes reach one whose
+    maths trained at the floor, it is taken first (staging times it: a third of a full training), else (before)
+    one change at random, a new set of maths that trains in full."""
+    keys = {configuration_key(p) for p in cheapest}
+    for reached in (True, False):
+        picked = set()
+        for seed in range(6):
+            study = optuna.create_study(directions=["maximize", "maximize"], sampler=within_rules(
+                _Proposes(proposed), None, seed=seed, settled=below_floor(0.005),
+                reached=at_floor(0.005) if reached else None))
+            for params, role in ((BASELINE, "baseline"), ({**BASELINE, "batch_size": 128}, "move"),
+                                 ({**BASELINE, "model_pruning.ratio": 0.5}, "move")):
+                enqueue(study, params, role)
+                trial = study.ask(SPACE_3)
+                _told(study, trial, _accuracy(trial.params))
+            picked.add(configuration_key(study.ask(SPACE_3).params))
+        assert (picked <= keys) == reached, picked
