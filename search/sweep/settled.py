@@ -15,7 +15,9 @@ of its 20 trials on loader and thread settings of `model_pruning.ratio=0.5`
 It applies only where staging does (`hydra.sweeper.staging=false` trains every
 configuration, so nothing is settled by another's run) and once the floor is
 known; the two-objective front loses those configurations' points, as it does
-a trial early stopping ended.
+a trial early stopping ended. `at_floor` names the other side, the maths
+that trained at the floor: an unseen configuration of one is only timed and
+can be the answer, so a repair takes it first (search/sweep/rule_sampler.py).
 """
 from __future__ import annotations
 
