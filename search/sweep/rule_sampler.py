@@ -167,7 +167,7 @@ class RuleAwareSampler(WrappedSampler):
         """``params``, or when they repeat a configuration the study has run, the nearest unseen one within
         the rules: one value changed if any such change is unseen, else two, else one drawn at random. Where
         one or two changes reach an unseen configuration whose maths trained at the floor (``reached``), it
-        is taken first: staging only times it (about a third of a full training on the default CPU space),
+        is taken first: staging only times it (a third to a half of a full training on the default CPU space),
         and its accuracy is at the floor by construction."""
         if not params or self._key({**fixed, **params}) not in seen:
             return params

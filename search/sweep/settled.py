@@ -30,7 +30,7 @@ from search.sweep.baseline import accuracy_floor
 from search.sweep.no_repeat import Resolved, configuration_key
 from search.sweep.staging import maths_of, trained_fully
 
-Settled = Callable[[optuna.Study], frozenset]  # the maths (maths_of) the answer is settled for
+Settled = Callable[[optuna.Study], frozenset]  # maths (maths_of) read off the study: below_floor's, at_floor's
 
 
 def below_floor(tolerance: float, resolved: Resolved | None = None) -> Settled:

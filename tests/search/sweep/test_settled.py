@@ -133,8 +133,8 @@ SPACE_3 = {**SPACE, "batch_size": CategoricalDistribution([64, 128, 256])}
     ids=["settled", "repeat"])
 def test_a_repaired_proposal_takes_the_nearest_configuration_that_is_only_timed(proposed, cheapest) -> None:
     """A repair moves a proposal to the nearest unseen configuration; where one or two changes reach one whose
-    maths trained at the floor, it is taken first (staging times it: a third of a full training), else (before)
-    one change at random, a new set of maths that trains in full."""
+    maths trained at the floor, it is taken first (staging times it: a third to a half of a full training),
+    else (before) one change at random, a new set of maths that trains in full."""
     keys = {configuration_key(p) for p in cheapest}
     for reached in (True, False):
         picked = set()
