@@ -124,6 +124,7 @@ class Strategy:
     short_probe: bool = True  # False: no probe unless all of train.probe_steps' windows end by half the steps (before)
     settled: bool = True  # False: a configuration whose maths trained below the floor is still proposed (before)
     cheap_repairs: bool = True  # False: a repaired proposal's nearest unseen configuration drawn at random (before)
+    per_second: bool = True  # False: the GP's own pick, blind to what a configuration costs (before)
 
 
 GP = "optuna.samplers.GPSampler"
@@ -146,6 +147,7 @@ STRATEGIES: dict[str, Strategy] = {
     "default, no early stopping": Strategy(early_stopping=False),
     "maths below the floor still proposed (before)": Strategy(settled=False),
     "repairs at random among the nearest (before)": Strategy(cheap_repairs=False),
+    "GP's pick blind to cost (before)": Strategy(per_second=False),
     "default, no staging": Strategy(staging=False),
     "no early stopping, no staging (every trial trained in full)": Strategy(early_stopping=False, staging=False),
     "start moves never stopped early": Strategy(stop_start_moves=False),
@@ -551,12 +553,13 @@ def replay(table: Table, name: str, seed: int, floor: float, target: float, min_
     from search.sweep.early_stopping import probe_bar, tell_stopped
     from search.sweep.no_repeat import ask_unseen
     from search.sweep.outcome import STOPPED_EARLY, score, tell
+    from search.sweep.per_second import Known
     from search.sweep.roles import enqueue
     from search.sweep.rule_sampler import RuleAwareSampler
     from search.sweep.settled import at_floor, below_floor
     from search.sweep.space import build_space
     from search.sweep.start_combination import enqueue_next
-    from search.sweep.staging import SPEED_ONLY, maths_key
+    from search.sweep.staging import ACCURACY_FROM_ATTR, SPEED_ONLY, maths_key
     from search.sweep.start_design import (START_ATTR, WORK_NEUTRAL, enqueue_start, one_knob_at_a_time,
                                            starts_from_design)
     from search.sweep.study import METRIC_NAMES_ATTR, make_sampler
@@ -571,10 +574,12 @@ def replay(table: Table, name: str, seed: int, floor: float, target: float, min_
 
     node = dict(strategy.sampler) if strategy.sampler else default_sampler_node()
     base = make_sampler(node, seed, dists)
-    directed = gp_view(base, strategy.search_for, OPTIMISED_METRICS, DIRECTIONS, ACCURACY_TOLERANCE,
-                       strategy.stopped_unknown, strategy.same_maths) if strategy.gp_view else base
     settled = below_floor(ACCURACY_TOLERANCE) if strategy.settled and strategy.staging \
         and strategy.search_for == "answer" else None  # as the sweeper passes it (search/sweep/settled.py)
+    known = Known(at_floor(ACCURACY_TOLERANCE), settled, _Broken.wrap(forbids)) \
+        if strategy.per_second and strategy.staging else None  # as the sweeper passes it (search/sweep/per_second.py)
+    directed = gp_view(base, strategy.search_for, OPTIMISED_METRICS, DIRECTIONS, ACCURACY_TOLERANCE,
+                       strategy.stopped_unknown, strategy.same_maths, known) if strategy.gp_view else base
     reached = at_floor(ACCURACY_TOLERANCE) if settled is not None and strategy.cheap_repairs else None
     sampler = RuleAwareSampler(directed, _Broken.wrap(forbids), seed, avoid_repeats=strategy.avoid_repeats,
                                settled=settled, reached=reached)
@@ -592,7 +597,7 @@ def replay(table: Table, name: str, seed: int, floor: float, target: float, min_
                                                 work_neutral=neutral,
                                                 first=SPEED_ONLY if strategy.speed_only_first else frozenset()))
     first = True
-    trained: dict[tuple, dict] = {}  # maths -> the result of the replay's trial that trained it in full
+    trained: dict[tuple, tuple[int, dict]] = {}  # maths -> the replay's trial that trained it in full, its result
     while not done():
         if strategy.combine and strategy.search_for == "answer":  # as the sweep's proposals do (trial_loop.py)
             enqueue_next(study, accuracy_floor(study, ACCURACY_TOLERANCE), _Broken.wrap(forbids),
@@ -606,12 +611,15 @@ def replay(table: Table, name: str, seed: int, floor: float, target: float, min_
             study.get_trials(deepcopy=False), margin, startup, floor_known)
         maths = maths_key(config)
         if strategy.staging and not first and result["outcome"] == "ok" and maths in trained:
-            result, cost = staged_result(config, result, trained[maths], train)
+            result, cost = staged_result(config, result, trained[maths][1], train)
+            trial.set_user_attr(ACCURACY_FROM_ATTR, trained[maths][0])  # as staging marks it
         else:
             result, cost = stopped_result(table, config, result, bar, train, strategy.short_probe)
             if result["outcome"] == "ok":
-                trained.setdefault(maths, result)
+                trained.setdefault(maths, (trial.number, result))
         first = False
+        for stamp, at in (("search.launched_unix_s", 0.0), ("search.ended_unix_s", cost)):
+            trial.set_user_attr(stamp, at)  # as the trial loop stamps it: what the trial costs (trial_cost.py)
         scored = score(result, OPTIMISED_METRICS, 2, constraints)
         if scored.outcome == STOPPED_EARLY and strategy.stopped is not None:
             for k, v in (("outcome", scored.outcome), ("reason", scored.reason), ("metrics", scored.metrics)):

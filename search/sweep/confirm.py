@@ -73,7 +73,8 @@ from search.sweep.constraints import broken_text, parse_constraints
 from search.sweep.recovery import WORKER_ATTR
 from search.sweep.roles import ROLE_ATTR, ROUND_ATTR, SEED_ATTR, enqueue
 from search.sweep.space import to_override
-from search.sweep.staging import ACCURACY_FROM_ATTR, maths_key
+from search.sweep.staging import maths_key
+from search.sweep.trial_cost import median_s, ran_ok, wall_s
 
 if TYPE_CHECKING:
     from search.sweep.trial_loop import SweepRun
@@ -90,27 +91,10 @@ def _contender(c: Candidate, base_params: Mapping[str, Any]) -> Contender:
                      memory, [t.number for t in c.trials], maths_key(c.params) == maths_key(base_params))
 
 
-def _wall_s(t: optuna.trial.FrozenTrial) -> float:
-    a, b = t.user_attrs.get("search.launched_unix_s"), t.user_attrs.get("search.ended_unix_s")
-    if a is not None and b is not None:
-        return float(b) - float(a)
-    return float(t.user_attrs.get("metrics", {}).get("trial_wall_s", 0.0))
-
-
 def _done(study: optuna.Study, throughput_only: bool,
           params: Mapping[str, Any] | None = None) -> list[optuna.trial.FrozenTrial]:
     """The trials of that kind (timed-only or full) that ended ok with a wall time; of `params` only when given."""
-    return [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-            if (ACCURACY_FROM_ATTR in t.user_attrs) == throughput_only and t.user_attrs.get("outcome") == "ok"
-            and _wall_s(t) > 0 and (params is None or key(t.params) == key(params))]
-
-
-def _cost_s(study: optuna.Study, throughput_only: bool) -> float:
-    """A confirmation trial's expected wall time: the median of this study's trials of that kind."""
-    done = _done(study, throughput_only)
-    if not done and throughput_only:
-        return _cost_s(study, False)
-    return statistics.median(_wall_s(t) for t in done) if done else 0.0
+    return ran_ok(study, throughput_only, None if params is None else (lambda t: key(t.params) == key(params)))
 
 
 def _timed_only_of_full_s(t: optuna.trial.FrozenTrial, train: Any) -> float | None:
@@ -123,7 +107,7 @@ def _timed_only_of_full_s(t: optuna.trial.FrozenTrial, train: Any) -> float | No
     step_s = m["step_time_p50_ms"] / 1000 if "step_time_p50_ms" in m else m.get("train_wall_s", 0.0) / steps
     skipped_s = (m.get("eval_wall_s", 0.0) + m.get("early_stop_eval_wall_s", 0.0)
                  + (steps - throughput_only_steps(train, steps)) * step_s)
-    return _wall_s(t) - skipped_s if _wall_s(t) > skipped_s else None
+    return wall_s(t) - skipped_s if wall_s(t) > skipped_s else None
 
 
 def run_cost_s(study: optuna.Study, params: Mapping[str, Any], throughput_only: bool, train: Any = None) -> float:
@@ -132,13 +116,13 @@ def run_cost_s(study: optuna.Study, params: Mapping[str, Any], throughput_only: 
     gpt2-small, for a confirmation of two eager configurations that took 96 s). Timed only: the median of its
     timed-only trials, else of its full ones less what a timed-only run skips (`train`: the trials' train config,
     train.probe_steps and the windows; None: not derived); full: the median of its full trials; else the
-    study's median of that kind (_cost_s)."""
-    timed = [_wall_s(t) for t in _done(study, True, params)] if throughput_only else []
+    study's median of that kind (trial_cost.median_s)."""
+    timed = [wall_s(t) for t in _done(study, True, params)] if throughput_only else []
     full = _done(study, False, params)
     if throughput_only and not timed:
         timed = [s for s in (_timed_only_of_full_s(t, train) for t in full) if s is not None]
-    walls = timed if throughput_only else [_wall_s(t) for t in full]
-    return statistics.median(walls) if walls else _cost_s(study, throughput_only)
+    walls = timed if throughput_only else [wall_s(t) for t in full]
+    return statistics.median(walls) if walls else median_s(study, throughput_only)
 
 
 def _round_throughputs(study: optuna.Study, params: Mapping[str, Any], first_trial: int) -> dict[int, float]:

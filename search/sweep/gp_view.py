@@ -41,6 +41,12 @@ MLflow read the trials as they are. Only the GP's view changes, in three ways:
   only read the gap as the workers' doing, and learnt that speed-only knobs
   move accuracy.
 
+- **The pick weighs the cost** (searching for the answer with staging, on a
+  small finite space): every configuration is scored by its expected
+  improvement for what it would cost, a timed-only run of maths that trained
+  at the floor counted as certain to reach it and at its measured share of a
+  full training (search/sweep/per_second.py).
+
 - **Constraints as one list.** Each trial's constraints are shown as one
   list, `runnable` first, whether the study wrote them that way or as
   `constraints:<name>` keys (studies this package wrote before): Optuna
@@ -66,6 +72,7 @@ from optuna.trial import FrozenTrial, TrialState
 from search.sweep.answer import ACCURACY, THROUGHPUT
 from search.sweep.baseline import accuracy_floor
 from search.sweep.outcome import RUNNABLE, STOPPED_EARLY, named_constraints
+from search.sweep.per_second import Known, pick_per_cost, picking
 from search.sweep.staging import maths_key, trained_fully
 from search.sweep.wrapped_sampler import WrappedSampler
 
@@ -83,11 +90,12 @@ def _ranked(dist: BaseDistribution) -> list[Any] | None:
 
 class GPView(WrappedSampler):
     def __init__(self, base: BaseSampler, floor: Floor | None, metric_names: Sequence[str],
-                 stopped_unknown: bool = True, same_maths: bool = False):
+                 stopped_unknown: bool = True, same_maths: bool = False, known: Known | None = None):
         super().__init__(base)
         self._floor = floor  # None: search_for=front, both values as they are
         self._stopped_unknown = stopped_unknown  # False: a stopped trial as told (infeasible; the replay's "before")
         self._same_maths = same_maths  # a stopped trial's accuracy is its maths' where that trained (our trials)
+        self._known = known  # staging's knowledge: the GP's pick weighs each configuration's cost (per_second.py)
         names = list(metric_names)
         self._throughput = names.index(THROUGHPUT) if floor is not None else -1
         self._accuracy = names.index(ACCURACY) if floor is not None else -1
@@ -111,7 +119,10 @@ class GPView(WrappedSampler):
             self._shape = shape
         shown = {name: IntDistribution(0, len(ranks[name]) - 1) if name in ranks else d
                  for name, d in search_space.items()}
-        params = self.base.sample_relative(view, trial, shown)
+        pick = pick_per_cost(study, trial.params, ranks, self._known) \
+            if self._known is not None and floor is not None else None
+        with picking(self.base, pick):
+            params = self.base.sample_relative(view, trial, shown)
         return {name: ranks[name][int(v)] if name in ranks else v for name, v in params.items()}
 
 
@@ -201,13 +212,16 @@ def asks_for_answer(metric_names: Sequence[str] | None, directions: Sequence[str
 
 
 def gp_view(sampler: BaseSampler, search_for: str, metric_names: Sequence[str] | None, directions: Sequence[str],
-            tolerance: float, stopped_unknown: bool = True, same_maths: bool = False) -> BaseSampler:
+            tolerance: float, stopped_unknown: bool = True, same_maths: bool = False,
+            known: Known | None = None) -> BaseSampler:
     """A GPSampler shown the study through GPView (the answer's question when `search_for=answer` and the
     sweep maximises both throughput and val_accuracy); any other sampler as it is. `same_maths`: the trials
-    are this package's, whose speed-only knobs leave the maths unchanged (search/sweep/staging.py)."""
+    are this package's, whose speed-only knobs leave the maths unchanged (search/sweep/staging.py). `known`:
+    staging's knowledge of each configuration's maths, for a pick that weighs its cost (search/sweep/per_second.py);
+    used while searching for the answer only."""
     if not isinstance(sampler, optuna.samplers.GPSampler):
         return sampler
     names = list(metric_names or [])
     answer = search_for == "answer" and asks_for_answer(names, directions)
     return GPView(sampler, (lambda study: accuracy_floor(study, tolerance)) if answer else None, names,
-                  stopped_unknown, same_maths)
+                  stopped_unknown, same_maths, known if answer else None)

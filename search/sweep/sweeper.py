@@ -49,6 +49,7 @@ from search.sweep.fixed_config import check_fixed, fixed_record
 from search.sweep.gp_view import asks_for_answer, gp_view
 from search.sweep.hooks import NoHooks
 from search.sweep.jobs import Jobs
+from search.sweep.per_second import Known
 from search.sweep.planning import Plan, plan_sweep
 from search.sweep.recovery import Heartbeat, worker_id
 from search.sweep.reproduce import configuration_overrides, paste_line
@@ -187,10 +188,13 @@ class SweeperImpl:
 
     def _directed(self, plan: Plan) -> optuna.samplers.BaseSampler:
         """The sampler as search/sweep/gp_view.py shows it the study: searching for the answer once the
-        baseline's accuracy is known (plan.for_answer); otherwise for the front."""
+        baseline's accuracy is known (plan.for_answer), with staging its pick weighing each configuration's
+        cost (search/sweep/per_second.py); otherwise for the front."""
+        below, reached = self._settled(plan)  # searching for the answer with staging: what each maths costs
+        known = Known(reached, below, plan.space.forbids, plan.space.runs_as) if reached is not None else None
         return gp_view(plan.sampler, "answer" if plan.for_answer else "front",
                        plan.metrics, plan.directions, self.settings.accuracy_tolerance,
-                       same_maths=staging_applies(plan, self.jobs))
+                       same_maths=staging_applies(plan, self.jobs), known=known)
 
     def _settled(self, plan: Plan) -> tuple[Settled | None, Settled | None]:
         """Searching for the answer with staging: the maths whose configurations cannot be the answer, and
