@@ -163,11 +163,12 @@ def test_a_confirmation_run_costs_what_that_configurations_own_trials_took():
     one timed-only trial of its search was `parallel.compile=default`, its torch.compile in its wall, and that
     was every configuration's timed-only cost. Each configuration's own trials now: its timed-only runs, else its
     full runs less their evaluation and the steps a timed-only run does not train; its check, its full runs."""
-    from search.sweep.confirm import _cost_s, minimum_s, run_cost_s
+    from search.sweep.confirm import minimum_s, run_cost_s
+    from search.sweep.trial_cost import median_s
 
     study, _, _ = _costed_study(0.0)
     base, fp16, bf16 = ({"precision": p, "parallel.compile": "none"} for p in ("fp32", "fp16", "bf16"))
-    assert _cost_s(study, True) == 53.0  # the study's median timed-only run: the compile's 100 s and fp16's 6 s
+    assert median_s(study, True) == 53.0  # the study's median timed-only run: the compile's 100 s and fp16's 6 s
     assert run_cost_s(study, base, True, TRAIN) == pytest.approx(11.0)  # its full runs' 10 s and 12 s
     assert run_cost_s(study, fp16, True, TRAIN) == 6.0  # its own timed-only run
     assert run_cost_s(study, bf16, True, TRAIN) == pytest.approx(10.0)  # only a full run: 18 s less 8 s skipped
