@@ -2,7 +2,7 @@
 
 The study keeps what ran (every knob's value, both metrics, every
 constraint), so the front in the table, the report, optuna-dashboard and
-MLflow read the trials as they are. Only the GP's view changes, in three ways:
+MLflow read the trials as they are. Only the GP's view changes, in four ways:
 
 - **Numeric choices in order.** `batch_size=choice(32, 64, 128, 256)` is a
   categorical distribution, and the GP's kernel treats the choices of a
