@@ -19,7 +19,7 @@ With `--before-tree DIR` (a checkout of earlier code), each pair also runs the `
 the two arms, so a change's saving is measured against the code before it in the same run.
 
     python scripts/bench/answer_wall.py            # 2 pairs, n_trials=20 -> docs/BENCHMARKS.md
-    python scripts/bench/answer_wall.py --quick    # 1 pair, n_trials=3, budget_samples 1000, ~2 min
+    python scripts/bench/answer_wall.py --quick    # 1 pair, n_trials=3, budget_samples 1000, no report, ~1 min
     python scripts/bench/answer_wall.py --pairs 3 --before-tree ../old --no-write
     python scripts/bench/answer_wall.py --keep runs/   # each sweep's directory kept (<pair>-<arm number>), to trace one
 """
@@ -119,6 +119,8 @@ def main() -> int:
     pairs, n_trials = (1, 3) if args.quick else (args.pairs, args.n_trials)
     budget = 1000 if args.quick else args.budget_samples
     common = [f"hydra.sweeper.n_trials={n_trials}"] + ([f"train.budget_samples={budget}"] if budget else [])
+    if args.quick:  # a smoke run of the script: both arms skip the plot report (about 5 s of CPU a sweep here)
+        common.append("hydra.sweeper.report=false")
     loads = [load_averages()]
     rows: list[tuple[int, str, dict]] = []
     if args.keep:
