@@ -119,7 +119,7 @@ def main() -> int:
     pairs, n_trials = (1, 3) if args.quick else (args.pairs, args.n_trials)
     budget = 1000 if args.quick else args.budget_samples
     common = [f"hydra.sweeper.n_trials={n_trials}"] + ([f"train.budget_samples={budget}"] if budget else [])
-    if args.quick:  # a smoke run of the script: both arms skip the plot report (about 5 s of CPU a sweep here)
+    if args.quick:  # a smoke run of the script: both arms skip the plot report (tests/conftest.py's NO_REPORT)
         common.append("hydra.sweeper.report=false")
     loads = [load_averages()]
     rows: list[tuple[int, str, dict]] = []
