@@ -24,7 +24,19 @@ from torch import nn
 STEPS = 6  # timed steps, after one untimed warm-up step (a fresh process's first backward is slow)
 
 
+def _wait_for_gate() -> None:
+    """Hold the trial, before its timed steps, until the file named by PACE_GATE_FILE exists (when it is set):
+    a test that needs one worker still searching while another starts and ends opens the gate after that."""
+    import os
+
+    gate = os.environ.get("PACE_GATE_FILE")
+    deadline = time.monotonic() + 300
+    while gate and not os.path.exists(gate) and time.monotonic() < deadline:
+        time.sleep(0.1)
+
+
 def objective(cfg: dict[str, Any]) -> dict[str, float]:
+    _wait_for_gate()
     batch_size = int(cfg.get("batch_size") or 64)
     step_s = float((cfg.get("pace") or {}).get("step_ms", 20)) / 1000
     torch.manual_seed(0)

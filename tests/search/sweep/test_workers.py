@@ -218,14 +218,17 @@ def test_two_nightly_workers_top_up_once_on_the_worker_that_confirmed(workdir: P
     env = {**os.environ, "PYTHONPATH": pythonpath(REPO, TESTS),
            "MLFLOW_TRACKING_URI": f"sqlite:///{workdir}/mlflow.db", "COLUMNS": "300"}
 
-    def worker(i: int, n: int) -> subprocess.Popen:
+    gate = workdir / "gate"
+
+    def worker(i: int, n: int, held: bool = False) -> subprocess.Popen:
         return subprocess.Popen(
             [sys.executable, "-m", "search", "nightly", NO_REPORT, f"hydra.sweeper.storage={url}",
              "hydra.sweeper.study_name=n", "objective=custom", "objective.callable=paced_objective:objective",
              "hydra.sweeper.params=null", "batch_size=choice(64,128)", f"hydra.sweeper.n_trials={n}",  # 128: 2x 64's
              "hydra.sweeper.nightly.repeats=6",  # 6: more than the search ran
              f"hydra.sweep.dir=multirun/{i}", "+pace.step_ms=400"],  # 7 steps: about 3 s a trial
-            cwd=workdir, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            cwd=workdir, env={**env, "PACE_GATE_FILE": str(gate)} if held else env, text=True,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
     def registered() -> int:
         try:
@@ -236,8 +239,9 @@ def test_two_nightly_workers_top_up_once_on_the_worker_that_confirmed(workdir: P
 
     # The 3-trial worker registers first, so the 1-trial one starts, runs its trial and ends while the other
     # searches: started together, a slow start of the second (a loaded machine) let the first search, confirm
-    # and end alone, and the second then confirmed its own trials as well.
-    searcher = worker(1, 3)
+    # and end alone, and the second then confirmed its own trials as well. The searcher's trials are held until
+    # the 1-trial worker has ended: however slowly that one starts, the searcher cannot finish its search first.
+    searcher = worker(1, 3, held=True)
     deadline = time.monotonic() + 300
     db = workdir / "night.db"
     while not (db.exists() and db.stat().st_size) and searcher.poll() is None and time.monotonic() < deadline:
@@ -245,12 +249,12 @@ def test_two_nightly_workers_top_up_once_on_the_worker_that_confirmed(workdir: P
     time.sleep(1.0)  # the worker creates the tables: this process must not create them at the same moment
     while registered() == 0 and searcher.poll() is None and time.monotonic() < deadline:
         time.sleep(0.2)
-    procs = [worker(0, 1), searcher]
     outs = []
-    for proc in procs:
+    for proc in [worker(0, 1), searcher]:
         out, err = proc.communicate(timeout=600)
         assert proc.returncode == 0, out[-2000:] + err[-3000:]
         outs.append(out)
+        gate.touch()
     study = optuna.load_study(study_name="n", storage=url)
     trials = study.get_trials(deepcopy=False)
     confirmed_on = {t.user_attrs.get(WORKER_ATTR) for t in trials
