@@ -1,19 +1,22 @@
-"""Many short runs of the real CLI, each in a fresh process, without paying its imports each time.
+"""Many runs of the real CLI, each in a fresh process, without paying its imports each time.
 
-A bad-input run spends ~7 s of CPU importing torch, MLflow, Optuna and Hydra and
-well under one second on what the test is about. `ForkedCli` starts one Python
-that imports the CLI once (nothing else: no Hydra initialised, no logging
-configured, no signal handler installed), then forks it per run: each run is
-a new process with its own working directory, environment and exit status,
-that runs `python -m search`'s own `main` as the console would, and ends with
-the exit handlers and the exit status the interpreter's shutdown would give.
-What differs from `run_search` is only that the imports were done before the
-fork.
+A run's main process spends 4-5 s of CPU importing MLflow, Optuna and Hydra (measured with BSD process
+accounting: 5-11 CPU-s per test sweep's main process in all), more than a small test sweep spends training.
+`ForkedCli` starts one Python that imports the CLI once (nothing else: no Hydra initialised, no logging
+configured, no signal handler installed, no thread, no forkserver), then forks it per run: each
+run is a new process with its own working directory, environment, import path, standard streams and exit
+status, that runs `python -m search`'s own `main` as the console would, and ends as the interpreter's
+shutdown would (non-daemon threads joined, then the exit handlers). What differs from a fresh
+`python -m search` is only that the imports were done before the fork. Tests about the process start
+itself (what is imported, how long it takes) run the CLI fresh (conftest.run_search(..., fresh=True)).
 """
 from __future__ import annotations
 
+import atexit
 import json
 import os
+import select
+import signal
 import subprocess
 import sys
 import tempfile
@@ -22,13 +25,22 @@ from pathlib import Path
 from conftest import REPO, pythonpath
 
 _DRIVER = r"""
-import atexit, json, os, sys
+import atexit, importlib, json, os, sys, threading
 import search.__main__ as cli
-# What a multirun imports before it checks its config: Hydra's plugins, the sweeper, MLflow,
-# torch (through objectives/). Nothing is started: a forkserver started here would be shared.
+# What a multirun imports before it checks its config: Hydra's plugins, the sweeper, MLflow; and what a
+# sweep imports ahead (search/sweep/sweeper.py _import_ahead): the GP sampler's torch and scipy, the report's
+# plotting modules. Nothing is started: a forkserver started here would be shared.
 import search.commands.precheck, search.sweep.sweeper, search.trial.app, search.tracking.mlflow_runs
 from hydra.core.plugins import Plugins
 Plugins.instance()
+from search.sweep.study import GP_IMPORTS
+for module in GP_IMPORTS:
+    importlib.import_module(module)
+from search.reports.plots import preload
+preload()
+own_path = set(filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))) | {"", os.getcwd()}
+base_path = [p for p in sys.path if p not in own_path]
+driver_path = {os.getcwd(), *filter(None, sys.path)}  # where the imports above came from
 
 for line in sys.stdin:
     request = json.loads(line)
@@ -37,9 +49,24 @@ for line in sys.stdin:
         os.chdir(request["cwd"])
         os.environ.clear()
         os.environ.update(request["env"])
+        # python -m: the working directory first, then PYTHONPATH, then the interpreter's own
+        sys.path[:] = [os.getcwd(), *filter(None, request["env"].get("PYTHONPATH", "").split(os.pathsep)),
+                       *base_path]
+        importlib.invalidate_caches()
+        os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
         for fd, path in ((1, request["stdout"]), (2, request["stderr"])):
             os.dup2(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), fd)
-        sys.argv = ["search", *request["args"]]
+        sys.stdin = open(0, closefd=False)
+        # a module on the run's own path that one imported here would hide: such a run must start fresh
+        shadowed = sorted({name.removesuffix(".py") for entry in sys.path if entry not in driver_path
+                           and os.path.isdir(entry) for name in os.listdir(entry)
+                           if (name.endswith(".py") or os.path.exists(os.path.join(entry, name, "__init__.py")))
+                           and name.removesuffix(".py") in sys.modules})
+        if shadowed:
+            print(f"cli_fork: the run's PYTHONPATH or working directory holds {shadowed}, imported before the "
+                  f"fork from elsewhere; run it fresh (run_search(..., fresh=True))", file=sys.stderr, flush=True)
+            os._exit(97)
+        sys.argv = [cli.__file__, *request["args"]]
         code = 0
         try:
             cli.main(request["args"])
@@ -51,12 +78,14 @@ for line in sys.stdin:
             import traceback
             traceback.print_exc()
             code = 1
-        atexit._run_exitfuncs()  # what the interpreter's shutdown runs, without tearing down every module
+        threading._shutdown()  # the interpreter's shutdown: non-daemon threads first,
+        atexit._run_exitfuncs()  # then the exit handlers, without tearing down every module
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)
+    print(json.dumps({"pid": pid}), flush=True)
     _, status = os.waitpid(pid, 0)
-    print(json.dumps(os.waitstatus_to_exitcode(status)), flush=True)
+    print(json.dumps({"status": os.waitstatus_to_exitcode(status)}), flush=True)
 """
 
 
@@ -65,21 +94,69 @@ class ForkedCli:
         env = {**os.environ, "PYTHONPATH": pythonpath()}
         self._driver = subprocess.Popen([sys.executable, "-c", _DRIVER], stdin=subprocess.PIPE,
                                         stdout=subprocess.PIPE, text=True, env=env, cwd=REPO)
+        self._pending = b""
 
-    def run(self, *args: str, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
-        """Like conftest.run_search: the same environment, the same result."""
-        full_env = {**os.environ, "PYTHONPATH": pythonpath(), "COLUMNS": "200", "SEARCH_GPU_DEFAULT": "0", **(env or {})}
+    def alive(self) -> bool:
+        return self._driver.poll() is None
+
+    def _reply(self, key: str, deadline: float | None) -> int:
+        """The driver's next line (read from its pipe directly: a buffered reader could hold a line that
+        select would then wait for in vain)."""
+        import time
+
+        fd = self._driver.stdout.fileno()
+        while b"\n" not in self._pending:
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and (left <= 0 or not select.select([fd], [], [], left)[0]):
+                raise TimeoutError
+            chunk = os.read(fd, 4096)
+            if not chunk:
+                raise RuntimeError("the forking CLI driver died")
+            self._pending += chunk
+        line, self._pending = self._pending.split(b"\n", 1)
+        return json.loads(line)[key]
+
+    def run(self, *args: str, cwd: Path, env: dict | None = None, timeout_s: float | None = None,
+            full_env: dict | None = None) -> subprocess.CompletedProcess:
+        """Like conftest.run_search (`full_env`: the whole environment, as it builds it): the same result, and
+        subprocess.TimeoutExpired when the run takes longer than `timeout_s` (the run is killed, as
+        subprocess.run kills its child)."""
+        import time
+
+        if full_env is None:
+            full_env = {**os.environ, "PYTHONPATH": pythonpath(), "COLUMNS": "200", "SEARCH_GPU_DEFAULT": "0",
+                        **(env or {})}
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
         with tempfile.TemporaryDirectory() as tmp:
             out, err = Path(tmp) / "stdout", Path(tmp) / "stderr"
+            out.touch()
+            err.touch()  # there to read even when the run is killed before it opens them
             request = {"args": list(args), "cwd": str(cwd), "env": full_env, "stdout": str(out), "stderr": str(err)}
             self._driver.stdin.write(json.dumps(request) + "\n")
             self._driver.stdin.flush()
-            line = self._driver.stdout.readline()
-            if not line:
-                raise RuntimeError("the forking CLI driver died")
-            return subprocess.CompletedProcess(["python", "-m", "search", *args], json.loads(line),
+            pid = self._reply("pid", None)
+            try:
+                status = self._reply("status", deadline)
+            except TimeoutError:
+                os.kill(pid, signal.SIGKILL)
+                self._reply("status", None)
+                raise subprocess.TimeoutExpired(["python", "-m", "search", *args], timeout_s,
+                                                out.read_text(), err.read_text()) from None
+            return subprocess.CompletedProcess(["python", "-m", "search", *args], status,
                                                out.read_text(), err.read_text())
 
     def close(self) -> None:
-        self._driver.stdin.close()
+        if self._driver.stdin and not self._driver.stdin.closed:
+            self._driver.stdin.close()
         self._driver.wait(timeout=30)
+
+
+_SHARED: list[ForkedCli] = []
+
+
+def shared() -> ForkedCli:
+    """One driver per test process, started at its first use and closed when the process ends."""
+    if not (_SHARED and _SHARED[0].alive()):
+        _SHARED[:] = [ForkedCli()]
+        atexit.register(_SHARED[0].close)
+    return _SHARED[0]

@@ -60,7 +60,11 @@ NO_BASELINE = "++hydra.sweeper.baseline_repeats=0"
 NO_REPORT = "++hydra.sweeper.report=false"
 
 
-def run_search(*args: str, cwd: Path, timeout_s: float = 600, env: dict | None = None) -> subprocess.CompletedProcess:
+def run_search(*args: str, cwd: Path, timeout_s: float = 600, env: dict | None = None,
+               fresh: bool = False) -> subprocess.CompletedProcess:
+    """`python -m search ARGS` in `cwd`: its exit status and output. Each run is a process of its own, forked
+    from one that did the CLI's imports once (tests/cli_fork.py: 4-5 s of CPU a run less); `fresh`: a new
+    interpreter, for tests about the process start itself."""
     if args and args[0] in ("multirun", "nightly") and not any("baseline_repeats" in a for a in args):
         args = (*args, NO_BASELINE)
     if args and args[0] == "multirun" and not any("hydra.sweeper.report=" in a for a in args):
@@ -68,5 +72,9 @@ def run_search(*args: str, cwd: Path, timeout_s: float = 600, env: dict | None =
     full_env = {**os.environ, "PYTHONPATH": pythonpath(), "COLUMNS": "200",
                 "SEARCH_GPU_DEFAULT": "0",  # the same sweeps on a GPU machine (search/commands/gpu_default.py)
                 **(env or {})}
-    return subprocess.run([sys.executable, "-m", "search", *args], cwd=cwd, env=full_env, text=True,
-                          capture_output=True, timeout=timeout_s)
+    if fresh:
+        return subprocess.run([sys.executable, "-m", "search", *args], cwd=cwd, env=full_env, text=True,
+                              capture_output=True, timeout=timeout_s)
+    from cli_fork import shared
+
+    return shared().run(*args, cwd=cwd, timeout_s=timeout_s, full_env=full_env)

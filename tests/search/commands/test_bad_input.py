@@ -9,7 +9,7 @@ import pytest
 from optuna.storages import JournalStorage
 from optuna.storages.journal import JournalFileBackend
 
-from cli_fork import ForkedCli
+from cli_fork import ForkedCli, shared
 from conftest import run_search
 from sweep_results import assert_one_line_and_nothing_created, runs
 
@@ -17,11 +17,9 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def cli():
+def cli() -> ForkedCli:
     """The CLI imported once, each run a fresh fork of it (tests/cli_fork.py)."""
-    forked = ForkedCli()
-    yield forked
-    forked.close()
+    return shared()
 
 CASES = [
     ("batch_size=choice(32,64", "grammar"),

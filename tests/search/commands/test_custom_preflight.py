@@ -3,12 +3,11 @@ anything: one line, exit 2, no study, no MLflow run, no multirun/ (objectives/cu
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
-from cli_fork import ForkedCli
+from cli_fork import ForkedCli, shared
 from conftest import REPO, TESTS, pythonpath
 from sweep_results import assert_one_line_and_nothing_created
 
@@ -18,13 +17,12 @@ M = "misfit_objective"
 
 
 @pytest.fixture(scope="module")
-def cli():
-    """The CLI imported once with tests/ on its path (tests/misfit_objective.py), each run a fresh fork of it."""
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("PYTHONPATH", pythonpath(REPO, TESTS))
-        forked = ForkedCli()
-    yield forked
-    forked.close()
+def cli() -> ForkedCli:
+    """The CLI imported once, each run a fresh fork of it (tests/cli_fork.py)."""
+    return shared()
+
+
+ENV = {"PYTHONPATH": pythonpath(REPO, TESTS)}  # tests/misfit_objective.py
 
 
 @pytest.mark.parametrize("overrides, words", [
@@ -48,4 +46,4 @@ def test_a_misfit_model_or_dataset_is_refused_before_anything_exists(cli: Forked
     given = {o.split("=", 1)[0] for o in overrides}
     args = [o for o in base if o.split("=", 1)[0] not in given] + overrides
     for command in ("multirun",) if "val_accuracy" in words else ("multirun", "run"):  # run scores nothing
-        assert_one_line_and_nothing_created(workdir, cli.run(command, *args, cwd=workdir), words)
+        assert_one_line_and_nothing_created(workdir, cli.run(command, *args, cwd=workdir, env=ENV), words)
