@@ -1,14 +1,15 @@
 """Many runs of the real CLI, each in a fresh process, without paying its imports each time.
 
-A run's main process spends 4-5 s of CPU importing MLflow, Optuna and Hydra (measured with BSD process
-accounting: 5-11 CPU-s per test sweep's main process in all), more than a small test sweep spends training.
-`ForkedCli` starts one Python that imports the CLI once (nothing else: no Hydra initialised, no logging
-configured, no signal handler installed, no thread, no forkserver), then forks it per run: each
-run is a new process with its own working directory, environment, import path, standard streams and exit
-status, that runs `python -m search`'s own `main` as the console would, and ends as the interpreter's
-shutdown would (non-daemon threads joined, then the exit handlers). What differs from a fresh
-`python -m search` is only that the imports were done before the fork. Tests about the process start
-itself (what is imported, how long it takes) run the CLI fresh (conftest.run_search(..., fresh=True)).
+A fresh `python -m search` imports MLflow (about 550 modules with pandas, SQLAlchemy and FastAPI), Hydra and
+Optuna before it does anything a test is about; a small test sweep trains for less CPU time than that. Run
+forked from here, tests/search/sweep/test_answer.py took 104 busy CPU-seconds instead of 159 (42 tests).
+`ForkedCli` starts one Python that imports the CLI, and what a sweep imports ahead, once (and starts nothing:
+no Hydra initialised, no logging configured, no signal handler installed, no thread, no forkserver), then
+forks it per run: each run is a new process with its own working directory, environment, import path, standard
+streams and exit status, that runs `python -m search`'s own `main` as the console would, and ends as the
+interpreter's shutdown would (non-daemon threads joined, then the exit handlers). What differs from a fresh
+`python -m search` is only that the imports were done before the fork. Tests about the process start itself
+(what is imported, how long it takes) run the CLI fresh (conftest.run_search(..., fresh=True)).
 """
 from __future__ import annotations
 
@@ -20,6 +21,8 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 from pathlib import Path
 
 from conftest import REPO, pythonpath
@@ -95,6 +98,7 @@ class ForkedCli:
         self._driver = subprocess.Popen([sys.executable, "-c", _DRIVER], stdin=subprocess.PIPE,
                                         stdout=subprocess.PIPE, text=True, env=env, cwd=REPO)
         self._pending = b""
+        self._lock = threading.Lock()
 
     def alive(self) -> bool:
         return self._driver.poll() is None
@@ -102,8 +106,6 @@ class ForkedCli:
     def _reply(self, key: str, deadline: float | None) -> int:
         """The driver's next line (read from its pipe directly: a buffered reader could hold a line that
         select would then wait for in vain)."""
-        import time
-
         fd = self._driver.stdout.fileno()
         while b"\n" not in self._pending:
             left = None if deadline is None else deadline - time.monotonic()
@@ -120,14 +122,12 @@ class ForkedCli:
             full_env: dict | None = None) -> subprocess.CompletedProcess:
         """Like conftest.run_search (`full_env`: the whole environment, as it builds it): the same result, and
         subprocess.TimeoutExpired when the run takes longer than `timeout_s` (the run is killed, as
-        subprocess.run kills its child)."""
-        import time
-
+        subprocess.run kills its child); one run at a time per driver."""
         if full_env is None:
             full_env = {**os.environ, "PYTHONPATH": pythonpath(), "COLUMNS": "200", "SEARCH_GPU_DEFAULT": "0",
                         **(env or {})}
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
-        with tempfile.TemporaryDirectory() as tmp:
+        with self._lock, tempfile.TemporaryDirectory() as tmp:
             out, err = Path(tmp) / "stdout", Path(tmp) / "stderr"
             out.touch()
             err.touch()  # there to read even when the run is killed before it opens them
