@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import statistics
 import sys
+import textwrap
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -268,6 +269,15 @@ def console() -> Console:
         return plain
     columns = os.environ.get("COLUMNS", "")
     return Console(width=int(columns) if columns.isdigit() and int(columns) > 0 else PIPE_WIDTH)
+
+
+def say(line: str) -> None:
+    """One of the sweep's notes before its trials, wrapped between words at the width the trial lines and tables
+    use (a terminal's own, else $COLUMNS or PIPE_WIDTH): they ran to 250 columns. A word longer than that (a
+    path, a URL) is kept whole, so it can still be copied."""
+    width = console().width
+    print("\n".join("\n".join(textwrap.wrap(part, width, break_long_words=False, break_on_hyphens=False)) or part
+                    for part in line.split("\n")), flush=True)
 
 
 def print_front(study: optuna.Study, metric_names: Sequence[str], idle: Idle = no_idle) -> None:

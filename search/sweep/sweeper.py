@@ -37,7 +37,7 @@ from search.measure.spare_cpu import spare_cores
 from search.reports.answer import answer_metrics, answer_throughputs, print_answer, tag_sweep_run
 from search.reports.plots import preload as preload_plots, write_report
 from search.reports.progress import SweepProgress
-from search.reports.tables import compare_label, compare_run_ids, front_trials, print_front
+from search.reports.tables import compare_label, compare_run_ids, front_trials, print_front, say
 from search.sweep import workers
 from search.sweep.answer import ANSWER_ATTR, THROUGHPUT, Answer, no_idle
 from search.sweep.baseline import (TOLERANCE_ATTR, as_run_here, baseline_params, baseline_trials, enqueue_baseline,
@@ -124,7 +124,7 @@ class SweeperImpl:
         except BadInput as err:
             exit_bad_input(err)
         for line in plan.said:
-            print(line, flush=True)
+            say(line)
         metric_names = plan.metrics or [f"value_{i}" for i in range(len(plan.directions))]
         extra = self._open(study, plan, resumed, metric_names, fixed_note)
         try:
@@ -178,7 +178,7 @@ class SweeperImpl:
         params, resolved = as_run_here(plan.space, params)
         space, notes = fit_baseline(plan.space, params)
         for line in resolved + notes:
-            print(line, flush=True)
+            say(line)
         if notes and notes[0].startswith("no baseline"):
             return None
         if space.distributions != plan.space.distributions:
@@ -295,22 +295,21 @@ class SweeperImpl:
         """Say what is being swept, close what a killed sweep left, record the machine; the hooks'
         trials enqueued on top of n_trials."""
         verb = "resuming" if resumed else "created"
-        print(f"study {plan.study_name!r} {verb} ({len(study.trials)} trials so far) in "
-              f"{storage_location(self.settings.storage)}", flush=True)
+        say(f"study {plan.study_name!r} {verb} ({len(study.trials)} trials so far) in "
+            f"{storage_location(self.settings.storage)}")
         if fixed_note is not None:
-            print(fixed_note, flush=True)
+            say(fixed_note)
         if (line := large_study_notice(plan.sampler, len(study.trials) + self.settings.n_trials)) is not None:
-            print(line, flush=True)
-        print(describe_mode(plan.early_stopping, plan.pruner, self.settings.early_stopping_margin,
-                            plan.for_answer), flush=True)
+            say(line)
+        say(describe_mode(plan.early_stopping, plan.pruner, self.settings.early_stopping_margin, plan.for_answer))
         # First: a worker about to confirm sees this one (search/sweep/workers.py); then nothing is enqueued here
         # while another worker confirms: it would take this worker's baseline runs, retries or nightly repeats as
         # its rounds.
         workers.mark(study, "searching")
-        workers.wait_while_confirming(study, self.settings.stale_after_s, lambda line: print(line, flush=True))
+        workers.wait_while_confirming(study, self.settings.stale_after_s, say)
         recover(study, self.settings)
         for line in mlflow_repair.repair(self.settings.experiment_name or plan.study_name, study):
-            print(line, flush=True)  # an MLflow outage outlasted an earlier sweep
+            say(line)  # an MLflow outage outlasted an earlier sweep
         self._fingerprint(study)
         name_metrics(study, metric_names)  # the axes' names in optuna-dashboard too
         study.set_user_attr(TOLERANCE_ATTR, self.settings.accuracy_tolerance)  # export's floor without an answer
@@ -326,17 +325,17 @@ class SweeperImpl:
             waiting = len(study.get_trials(deepcopy=False, states=(TrialState.WAITING,)))
             if moves := enqueue_deferred(study, room=self.settings.n_trials - waiting):
                 left = len(deferred(study))
-                print(f"start: {len(moves)} move(s) an earlier sweep of this study had no room for run "
-                      + (f"after the {waiting} trial(s) waiting before them" if waiting else "first") + " ("
-                      + ", ".join(f"{knob}={p[knob]}" for knob, p in moves) + ")"
-                      + (f"; {left} more wait for a later sweep" if left else ""), flush=True)
+                say(f"start: {len(moves)} move(s) an earlier sweep of this study had no room for run "
+                    + (f"after the {waiting} trial(s) waiting before them" if waiting else "first") + " ("
+                    + ", ".join(f"{knob}={p[knob]}" for knob, p in moves) + ")"
+                    + (f"; {left} more wait for a later sweep" if left else ""))
         earlier = self.hooks.earlier_studies()  # a killed night is never resumed: what it left is closed here
         for past in earlier:
             recover(past, self.settings, retry=False)
         for line in mlflow_repair.repair(self.settings.experiment_name or plan.study_name, *earlier):
-            print(line, flush=True)
+            say(line)
         if (line := gpu_telemetry.notice()) is not None:
-            print(line, flush=True)
+            say(line)
         return extra
 
     def _enqueue_baseline(self, study: optuna.Study, first: bool) -> int:
@@ -354,7 +353,7 @@ class SweeperImpl:
                 said += f" (again: {unmeasured} earlier run(s) of it in this study ended without a measurement)"
         else:
             runs, said = 0, "enqueued by the first worker of this study"
-        print(f"baseline, your configuration ({shown}): {said}", flush=True)
+        say(f"baseline, your configuration ({shown}): {said}")
         return runs if runs and len(study.trials) == len(baseline_trials(study)) else 0
 
     def _starts_from_design(self, plan: Plan) -> bool:
@@ -372,8 +371,7 @@ class SweeperImpl:
         enqueue_start(study, design, None if workers.others_searching(study, self.settings.stale_after_s) else room)
         if design:
             nightly = bool(self.settings.nightly.get("enabled"))  # a night's next sweep is itself run again
-            print(start_line(design, room, self.settings.n_trials, nightly,
-                             not_moved_alone(plan.space.distributions)), flush=True)
+            say(start_line(design, room, self.settings.n_trials, nightly, not_moved_alone(plan.space.distributions)))
 
     def _run_tags(self, plan: Plan) -> dict[str, str]:
         """What the sweep was, on its MLflow parent run: its objective and its fixed overrides (those every

@@ -320,3 +320,21 @@ def test_the_sweep_reads_the_not_applied_warning_under_the_key_trials_write_it()
     from search.reports.labels import NOT_APPLIED_WARNING as read
 
     assert written == read == "knobs_not_applied_warning"
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_the_notes_before_the_first_trial_wrap_at_the_width_and_keep_a_long_path_whole(width: int, capsys,
+                                                                                       monkeypatch) -> None:
+    """The sweep's notes (the baseline, the start design, the space's rules) ran to 250 columns in a log."""
+    from search.reports.tables import say
+
+    monkeypatch.setenv("COLUMNS", str(width))
+    path = "/home/someone/" + "deep/" * 30 + "optuna.journal"  # longer than any width here
+    note = ("baseline, your configuration (batch_size=64 loader.num_workers=0 loader.persistent_workers=False "
+            "precision=fp32 model_pruning.ratio=0.0 parallel.devices=1 parallel.threads=1): runs first, 2 time(s), "
+            f"never stopped early; study in {path}\nand a second line")
+    say(note)
+    lines = capsys.readouterr().out.splitlines()
+    assert all(len(line) <= width for line in lines if path not in line), lines
+    assert path in lines and lines[-1] == "and a second line"
+    assert " ".join(lines) == " ".join(note.split())  # every word, in order

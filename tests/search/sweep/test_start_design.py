@@ -168,7 +168,7 @@ def test_a_fresh_study_starts_one_knob_at_a_time_and_a_rerun_does_not_again(work
     result = run_search(*args, cwd=workdir)
     assert result.returncode == 0, result.stderr[-3000:]
     assert ("start: 3 trial(s), each moving one knob from your configuration (loader.num_workers=1, "
-            "batch_size=128, precision=bf16)") in result.stdout
+            "batch_size=128, precision=bf16)") in " ".join(result.stdout.split())
     trials = load_study(workdir).get_trials(deepcopy=False)
     base = trials[0].params
     assert [t.user_attrs.get(START_ATTR) for t in trials[:4]] == [None, "loader.num_workers", "batch_size",
@@ -196,7 +196,8 @@ def test_moves_past_n_trials_wait_on_the_study_not_as_trials_and_run_first_in_it
             "hydra.sweeper.seed=0"]
     first = run_search(*args, "hydra.sweeper.n_trials=2", cwd=workdir)
     assert first.returncode == 0, first.stderr[-3000:]
-    assert "1 fit in hydra.sweeper.n_trials=2 after your configuration's runs, the other 2 run first" in first.stdout
+    assert "1 fit in hydra.sweeper.n_trials=2 after your configuration's runs, the other 2 run first" \
+        in " ".join(first.stdout.split())  # the line is wrapped at the width
     study = load_study(workdir)
     states = {t.state for t in study.get_trials(deepcopy=False)}
     assert states == {TrialState.COMPLETE}, [(t.number, t.state, t.user_attrs.get("reason")) for t in study.trials]
@@ -207,7 +208,7 @@ def test_moves_past_n_trials_wait_on_the_study_not_as_trials_and_run_first_in_it
     again = run_search(*args, "hydra.sweeper.n_trials=2", "hydra.sweeper.confirm_budget=0", cwd=workdir)
     assert again.returncode == 0, again.stderr[-3000:]
     assert ("start: 2 move(s) an earlier sweep of this study had no room for run first "
-            "(batch_size=128, precision=bf16)") in again.stdout
+            "(batch_size=128, precision=bf16)") in " ".join(again.stdout.split())
     study = load_study(workdir)
     ran = [t.user_attrs.get(START_ATTR) for t in study.get_trials(deepcopy=False) if START_ATTR in t.user_attrs]
     assert ran == ["loader.num_workers", "batch_size", "precision"]
@@ -250,7 +251,8 @@ def test_deferred_moves_fit_behind_the_trials_a_killed_sweep_left_waiting(workdi
     again = run_search(*args, "hydra.sweeper.n_trials=2", "hydra.sweeper.confirm_budget=0", cwd=workdir)
     assert again.returncode == 0, again.stderr[-3000:]
     assert ("start: 1 move(s) an earlier sweep of this study had no room for run after the 1 trial(s) waiting "
-            "before them (batch_size=128); 1 more wait for a later sweep") in again.stdout, again.stdout[-3000:]
+            "before them (batch_size=128); 1 more wait for a later sweep") in " ".join(again.stdout.split()), \
+        again.stdout[-3000:]
     study = load_study(workdir)
     assert [k for k, _ in study._storage.get_study_system_attrs(study._study_id)[DEFERRED_ATTR]] == ["precision"]
     ran = [t.user_attrs.get(START_ATTR) for t in study.get_trials(deepcopy=False) if START_ATTR in t.user_attrs]
