@@ -78,3 +78,12 @@ def run_search(*args: str, cwd: Path, timeout_s: float = 600, env: dict | None =
     from cli_fork import shared
 
     return shared().run(*args, cwd=cwd, timeout_s=timeout_s, full_env=full_env)
+
+
+def start_search(*args: str, cwd: Path, env: dict):
+    """`python -m search ARGS` in `cwd` with exactly the environment `env`, started now and forked as
+    run_search's runs are: a subprocess.Popen-like handle (cli_fork.ForkedRun) with its output captured, for
+    tests that run workers side by side or kill one. Tests of signal handling start a fresh interpreter."""
+    from cli_fork import shared
+
+    return shared().start(*args, cwd=cwd, full_env=env)

@@ -5,8 +5,11 @@ two sweeps started in the same second in the same working directory (workers
 sharing one study, two cron lines at 02:30), and they overwrite each other's
 `0/`, `1/` and `report/`. conf/config.yaml and conf/nightly.yaml therefore
 end the time with `-${search.sweep_id:}`: six hex digits drawn once per
-process. Random rather than the process id, which repeats across hosts and
-containers (a pod's sweep is often pid 1) sharing one directory.
+process, at its first resolution: drawn at import, every process forked
+from one that had imported search (workers started from one Python with
+the fork start method) shared one id, and so one directory. Random rather
+than the process id, which repeats across hosts and containers (a pod's
+sweep is often pid 1) sharing one directory.
 
 Registered with `use_cache=True`, like Hydra's own `now`: the first
 resolution is stored in the config, and Hydra copies that cache into every
@@ -21,10 +24,17 @@ import secrets
 from omegaconf import OmegaConf
 
 RESOLVER = "search.sweep_id"
-SWEEP_ID = secrets.token_hex(3)  # 16.7 million values: two sweeps in one second all but never meet
+_DRAWN: list[str] = []  # this process's id, once drawn
+
+
+def sweep_id() -> str:
+    """This process's id: 16.7 million values, so two sweeps in one second all but never meet."""
+    if not _DRAWN:
+        _DRAWN.append(secrets.token_hex(3))
+    return _DRAWN[0]
 
 
 def register() -> None:
     """Idempotent; `import search` calls it, before any conf/ is composed."""
     if not OmegaConf.has_resolver(RESOLVER):
-        OmegaConf.register_new_resolver(RESOLVER, lambda: SWEEP_ID, use_cache=True)
+        OmegaConf.register_new_resolver(RESOLVER, sweep_id, use_cache=True)

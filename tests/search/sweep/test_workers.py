@@ -6,8 +6,6 @@ from __future__ import annotations
 import multiprocessing
 import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import optuna
@@ -16,7 +14,8 @@ from mlflow.tracking import MlflowClient
 from omegaconf import OmegaConf
 from optuna.trial import TrialState
 
-from conftest import NO_BASELINE, NO_REPORT, REPO, TESTS, pythonpath
+from cli_fork import ForkedRun
+from conftest import NO_BASELINE, NO_REPORT, REPO, TESTS, pythonpath, start_search
 
 pytestmark = pytest.mark.slow
 
@@ -51,11 +50,10 @@ def test_workers_share_one_study(workdir: Path, kind: str, workers: int) -> None
         study.enqueue_trial(params)
     per_worker = 2
     env = {**os.environ, "PYTHONPATH": pythonpath(), "MLFLOW_TRACKING_URI": f"sqlite:///{workdir}/mlflow.db"}
-    procs = [subprocess.Popen(
-        [sys.executable, "-m", "search", "multirun", NO_BASELINE, NO_REPORT, f"hydra.sweeper.storage={given}", "hydra.sweeper.study_name=w",
+    procs = [start_search(*["multirun", NO_BASELINE, NO_REPORT, f"hydra.sweeper.storage={given}", "hydra.sweeper.study_name=w",
          f"hydra.sweeper.n_trials={per_worker}", "hydra.sweeper.params=null", "batch_size=choice(16,24,32,40,48,64,80,96,112,128)",
          "train.budget_samples=256", "parallel.devices=1", "loader.num_workers=0", f"hydra.sweep.dir=multirun/{i}"],
-        cwd=workdir, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE) for i in range(workers)]
+        cwd=workdir, env=env) for i in range(workers)]
     results = [p.communicate(timeout=600) for p in procs]
     for proc, (out, err) in zip(procs, results):
         assert proc.returncode == 0, err[-3000:]
@@ -77,11 +75,10 @@ def test_two_sweeps_started_together_keep_separate_sweep_dirs(workdir: Path) -> 
     """Without hydra.sweep.dir, two sweeps started in the same second in the same directory
     used to share multirun/<date>/<time>/ and overwrite each other's 0/, 1/ and report/."""
     env = {**os.environ, "PYTHONPATH": pythonpath(), "MLFLOW_TRACKING_URI": f"sqlite:///{workdir}/mlflow.db"}
-    command = [sys.executable, "-m", "search", "multirun", NO_BASELINE, "hydra.sweeper.study_name=together",
+    command = ["multirun", NO_BASELINE, "hydra.sweeper.study_name=together",
                "hydra.sweeper.n_trials=2", "hydra.sweeper.params=null", "batch_size=choice(16,32,48,64,96,128)",
                "train.budget_samples=256", "parallel.devices=1", "loader.num_workers=0"]
-    procs = [subprocess.Popen(command, cwd=workdir, env=env, text=True, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE) for _ in range(2)]
+    procs = [start_search(*command, cwd=workdir, env=env) for _ in range(2)]
     outs = []
     for proc in procs:
         out, err = proc.communicate(timeout=600)
@@ -99,6 +96,30 @@ def test_two_sweeps_started_together_keep_separate_sweep_dirs(workdir: Path) -> 
         for job in ("0", "1"):  # each job ran in its own sweep's directory
             saved = OmegaConf.load(sweep_dir / job / ".hydra" / "hydra.yaml")
             assert Path(saved.hydra.runtime.output_dir) == (sweep_dir / job).resolve()
+
+
+FORKED_IDS = r"""
+import os, search
+from omegaconf import OmegaConf
+for _ in range(2):
+    if os.fork() == 0:
+        print(OmegaConf.create({"d": "${search.sweep_id:}"}).d, flush=True)
+        os._exit(0)
+    os.wait()
+"""
+
+
+def test_processes_forked_after_importing_search_draw_their_own_sweep_ids() -> None:
+    """Drawn at import, the id was the same in every process forked from one that had imported search, and
+    two sweeps started so in the same second shared one sweep directory (search/sweep/sweep_dir.py)."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", FORKED_IDS], env={**os.environ, "PYTHONPATH": pythonpath()},
+                          capture_output=True, text=True, timeout=120)
+    ids = done.stdout.split()
+    assert done.returncode == 0 and len(ids) == 2 and all(re.fullmatch("[0-9a-f]{6}", i) for i in ids), done
+    assert ids[0] != ids[1]
 
 
 def _ask_enqueued(url: str, asks: int, out: object) -> None:
@@ -174,12 +195,11 @@ def test_workers_with_the_baseline_run_it_once_and_the_last_one_confirms(workdir
 
     url = f"sqlite:///{workdir}/study.db"
     env = {**os.environ, "PYTHONPATH": pythonpath(), "MLFLOW_TRACKING_URI": f"sqlite:///{workdir}/mlflow.db"}
-    procs = [subprocess.Popen(
-        [sys.executable, "-m", "search", "multirun", f"hydra.sweeper.storage={url}", "hydra.sweeper.study_name=b",
+    procs = [start_search(*["multirun", f"hydra.sweeper.storage={url}", "hydra.sweeper.study_name=b",
          f"hydra.sweeper.n_trials={n}", "hydra.sweeper.params=null", "batch_size=choice(32,64,128)",
          "precision=choice(fp32,bf16)", "train.budget_samples=1500", "parallel.devices=1", "loader.num_workers=0",
          f"hydra.sweep.dir=multirun/{i}"],
-        cwd=workdir, env={**env, "COLUMNS": "300"}, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        cwd=workdir, env={**env, "COLUMNS": "300"})
         for i, n in enumerate((1, 4))]
     outs = []
     for proc in procs:
@@ -220,15 +240,13 @@ def test_two_nightly_workers_top_up_once_on_the_worker_that_confirmed(workdir: P
 
     gate = workdir / "gate"
 
-    def worker(i: int, n: int, held: bool = False) -> subprocess.Popen:
-        return subprocess.Popen(
-            [sys.executable, "-m", "search", "nightly", NO_REPORT, f"hydra.sweeper.storage={url}",
+    def worker(i: int, n: int, held: bool = False) -> ForkedRun:
+        return start_search(*["nightly", NO_REPORT, f"hydra.sweeper.storage={url}",
              "hydra.sweeper.study_name=n", "objective=custom", "objective.callable=paced_objective:objective",
              "hydra.sweeper.params=null", "batch_size=choice(64,128)", f"hydra.sweeper.n_trials={n}",  # 128: 2x 64's
              "hydra.sweeper.nightly.repeats=6",  # 6: more than the search ran
              f"hydra.sweep.dir=multirun/{i}", "+pace.step_ms=400"],  # 7 steps: about 3 s a trial
-            cwd=workdir, env={**env, "PACE_GATE_FILE": str(gate)} if held else env, text=True,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            cwd=workdir, env={**env, "PACE_GATE_FILE": str(gate)} if held else env)
 
     def registered() -> int:
         try:
@@ -288,16 +306,15 @@ def test_a_worker_that_joins_during_the_confirmation_waits_and_takes_none_of_its
     env = {**os.environ, "PYTHONPATH": pythonpath(REPO, TESTS),
            "MLFLOW_TRACKING_URI": f"sqlite:///{workdir}/mlflow.db", "COLUMNS": "300"}
 
-    def worker(i: int, n_trials: int, *extra: str) -> subprocess.Popen:
+    def worker(i: int, n_trials: int, *extra: str) -> ForkedRun:
         # 3 start moves (the speed-only ones first), 2 with room after the baseline's 2 runs: the third, batch 32,
         # is left for the study's next sweep
-        return subprocess.Popen(
-            [sys.executable, "-m", "search", "multirun", NO_REPORT, f"hydra.sweeper.storage={url}",
+        return start_search(*["multirun", NO_REPORT, f"hydra.sweeper.storage={url}",
              "hydra.sweeper.study_name=join", "objective=custom", "objective.callable=paced_objective:objective",
              "hydra.sweeper.params=null", "batch_size=choice(32,64)", "loader.num_workers=choice(0,1)",
              "parallel.threads=choice(1,2)",
              "+pace.step_ms=700", f"hydra.sweeper.n_trials={n_trials}", f"hydra.sweep.dir=multirun/{i}", *extra],
-            cwd=workdir, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            cwd=workdir, env=env)
 
     def confirming(study: optuna.Study) -> bool:
         return any(t.user_attrs.get(ROLE_ATTR) == "confirm" for t in study.get_trials(deepcopy=False))
