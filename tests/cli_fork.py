@@ -2,14 +2,17 @@
 
 A fresh `python -m search` imports MLflow (about 550 modules with pandas, SQLAlchemy and FastAPI), Hydra and
 Optuna before it does anything a test is about; a small test sweep trains for less CPU time than that. Run
-forked from here, tests/search/sweep/test_answer.py took 104 busy CPU-seconds instead of 159 (42 tests).
+forked from here, tests/search/sweep/test_answer.py took 92 busy CPU-seconds instead of 141 (42 tests).
 `ForkedCli` starts one Python that imports the CLI, and what a sweep imports ahead, once (and starts nothing:
 no Hydra initialised, no logging configured, no signal handler installed, no thread, no forkserver), then
 forks it per run: each run is a new process with its own working directory, environment, import path, standard
 streams and exit status, that runs `python -m search`'s own `main` as the console would, and ends as the
 interpreter's shutdown would (non-daemon threads joined, then the exit handlers). What differs from a fresh
-`python -m search` is only that the imports were done before the fork. Tests about the process start itself
-(what is imported, how long it takes) run the CLI fresh (conftest.run_search(..., fresh=True)).
+`python -m search` is only that the imports were done before the fork, so whatever a module draws at import
+is the same in every run: the sweep id was, and two workers started together shared one sweep directory until
+search/sweep/sweep_dir.py drew it at first use. Runs may go side by side (`ForkedCli.start`, a Popen-like
+handle). Tests about the process start itself (what is imported, how long it takes) or about signals run the
+CLI fresh (conftest.run_search(..., fresh=True), subprocess.Popen).
 """
 from __future__ import annotations
 
