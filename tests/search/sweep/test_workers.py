@@ -50,9 +50,10 @@ def test_workers_share_one_study(workdir: Path, kind: str, workers: int) -> None
         study.enqueue_trial(params)
     per_worker = 2
     env = {**os.environ, "PYTHONPATH": pythonpath(), "MLFLOW_TRACKING_URI": f"sqlite:///{workdir}/mlflow.db"}
-    procs = [start_search(*["multirun", NO_BASELINE, NO_REPORT, f"hydra.sweeper.storage={given}", "hydra.sweeper.study_name=w",
-         f"hydra.sweeper.n_trials={per_worker}", "hydra.sweeper.params=null", "batch_size=choice(16,24,32,40,48,64,80,96,112,128)",
-         "train.budget_samples=256", "parallel.devices=1", "loader.num_workers=0", f"hydra.sweep.dir=multirun/{i}"],
+    procs = [start_search(
+        "multirun", NO_BASELINE, NO_REPORT, f"hydra.sweeper.storage={given}", "hydra.sweeper.study_name=w",
+        f"hydra.sweeper.n_trials={per_worker}", "hydra.sweeper.params=null", "batch_size=choice(16,24,32,40,48,64,80,96,112,128)",
+        "train.budget_samples=256", "parallel.devices=1", "loader.num_workers=0", f"hydra.sweep.dir=multirun/{i}",
         cwd=workdir, env=env) for i in range(workers)]
     results = [p.communicate(timeout=600) for p in procs]
     for proc, (out, err) in zip(procs, results):
@@ -195,10 +196,11 @@ def test_workers_with_the_baseline_run_it_once_and_the_last_one_confirms(workdir
 
     url = f"sqlite:///{workdir}/study.db"
     env = {**os.environ, "PYTHONPATH": pythonpath(), "MLFLOW_TRACKING_URI": f"sqlite:///{workdir}/mlflow.db"}
-    procs = [start_search(*["multirun", f"hydra.sweeper.storage={url}", "hydra.sweeper.study_name=b",
-         f"hydra.sweeper.n_trials={n}", "hydra.sweeper.params=null", "batch_size=choice(32,64,128)",
-         "precision=choice(fp32,bf16)", "train.budget_samples=1500", "parallel.devices=1", "loader.num_workers=0",
-         f"hydra.sweep.dir=multirun/{i}"],
+    procs = [start_search(
+        "multirun", f"hydra.sweeper.storage={url}", "hydra.sweeper.study_name=b",
+        f"hydra.sweeper.n_trials={n}", "hydra.sweeper.params=null", "batch_size=choice(32,64,128)",
+        "precision=choice(fp32,bf16)", "train.budget_samples=1500", "parallel.devices=1", "loader.num_workers=0",
+        f"hydra.sweep.dir=multirun/{i}",
         cwd=workdir, env={**env, "COLUMNS": "300"})
         for i, n in enumerate((1, 4))]
     outs = []
@@ -241,11 +243,12 @@ def test_two_nightly_workers_top_up_once_on_the_worker_that_confirmed(workdir: P
     gate = workdir / "gate"
 
     def worker(i: int, n: int, held: bool = False) -> ForkedRun:
-        return start_search(*["nightly", NO_REPORT, f"hydra.sweeper.storage={url}",
-             "hydra.sweeper.study_name=n", "objective=custom", "objective.callable=paced_objective:objective",
-             "hydra.sweeper.params=null", "batch_size=choice(64,128)", f"hydra.sweeper.n_trials={n}",  # 128: 2x 64's
-             "hydra.sweeper.nightly.repeats=6",  # 6: more than the search ran
-             f"hydra.sweep.dir=multirun/{i}", "+pace.step_ms=400"],  # 7 steps: about 3 s a trial
+        return start_search(
+            "nightly", NO_REPORT, f"hydra.sweeper.storage={url}",
+            "hydra.sweeper.study_name=n", "objective=custom", "objective.callable=paced_objective:objective",
+            "hydra.sweeper.params=null", "batch_size=choice(64,128)", f"hydra.sweeper.n_trials={n}",  # 128: 2x 64's
+            "hydra.sweeper.nightly.repeats=6",  # 6: more than the search ran
+            f"hydra.sweep.dir=multirun/{i}", "+pace.step_ms=400",  # 7 steps: about 3 s a trial
             cwd=workdir, env={**env, "PACE_GATE_FILE": str(gate)} if held else env)
 
     def registered() -> int:
@@ -309,11 +312,12 @@ def test_a_worker_that_joins_during_the_confirmation_waits_and_takes_none_of_its
     def worker(i: int, n_trials: int, *extra: str) -> ForkedRun:
         # 3 start moves (the speed-only ones first), 2 with room after the baseline's 2 runs: the third, batch 32,
         # is left for the study's next sweep
-        return start_search(*["multirun", NO_REPORT, f"hydra.sweeper.storage={url}",
-             "hydra.sweeper.study_name=join", "objective=custom", "objective.callable=paced_objective:objective",
-             "hydra.sweeper.params=null", "batch_size=choice(32,64)", "loader.num_workers=choice(0,1)",
-             "parallel.threads=choice(1,2)",
-             "+pace.step_ms=700", f"hydra.sweeper.n_trials={n_trials}", f"hydra.sweep.dir=multirun/{i}", *extra],
+        return start_search(
+            "multirun", NO_REPORT, f"hydra.sweeper.storage={url}",
+            "hydra.sweeper.study_name=join", "objective=custom", "objective.callable=paced_objective:objective",
+            "hydra.sweeper.params=null", "batch_size=choice(32,64)", "loader.num_workers=choice(0,1)",
+            "parallel.threads=choice(1,2)",
+            "+pace.step_ms=700", f"hydra.sweeper.n_trials={n_trials}", f"hydra.sweep.dir=multirun/{i}", *extra,
             cwd=workdir, env=env)
 
     def confirming(study: optuna.Study) -> bool:
