@@ -29,7 +29,7 @@ import threading
 import time
 from pathlib import Path
 
-from conftest import REPO, pythonpath
+from conftest import REPO, cli_env, pythonpath
 
 _DRIVER = r"""
 import atexit, importlib, json, os, select, sys, threading
@@ -193,11 +193,6 @@ class ForkedCli:
                         and deadline is not None and time.monotonic() >= deadline:
                     return self._ended.pop(pid, None)
 
-    @staticmethod
-    def environment(env: dict | None = None) -> dict:
-        """What conftest.run_search gives a run."""
-        return {**os.environ, "PYTHONPATH": pythonpath(), "COLUMNS": "200", "SEARCH_GPU_DEFAULT": "0", **(env or {})}
-
     def start(self, *args: str, cwd: Path, full_env: dict) -> ForkedRun:
         """`python -m search ARGS` in `cwd` with exactly `full_env`, started now; its output is captured."""
         where = Path(tempfile.mkdtemp(dir=self._outputs.name))
@@ -217,7 +212,7 @@ class ForkedCli:
         """Like conftest.run_search (`full_env`: the whole environment, as it builds it): the same result, and
         subprocess.TimeoutExpired when the run takes longer than `timeout_s` (the run is killed, as
         subprocess.run kills its child)."""
-        proc = self.start(*args, cwd=cwd, full_env=self.environment(env) if full_env is None else full_env)
+        proc = self.start(*args, cwd=cwd, full_env=cli_env(env) if full_env is None else full_env)
         try:
             out, err = proc.communicate(timeout_s)
         except subprocess.TimeoutExpired:

@@ -60,18 +60,24 @@ NO_BASELINE = "++hydra.sweeper.baseline_repeats=0"
 NO_REPORT = "++hydra.sweeper.report=false"
 
 
+def cli_env(env: dict | None = None) -> dict:
+    """The environment a test's CLI run gets: this process's, the repository on PYTHONPATH, a fixed width, and
+    `env` on top."""
+    return {**os.environ, "PYTHONPATH": pythonpath(), "COLUMNS": "200",
+            "SEARCH_GPU_DEFAULT": "0",  # the same sweeps on a GPU machine (search/commands/gpu_default.py)
+            **(env or {})}
+
+
 def run_search(*args: str, cwd: Path, timeout_s: float = 600, env: dict | None = None,
                fresh: bool = False) -> subprocess.CompletedProcess:
     """`python -m search ARGS` in `cwd`: its exit status and output. Each run is a process of its own, forked
-    from one that did the CLI's imports once (tests/cli_fork.py: 4-5 s of CPU a run less); `fresh`: a new
-    interpreter, for tests about the process start itself."""
+    from one that did the CLI's imports once (tests/cli_fork.py; test_answer.py's 42 tests took 92 busy
+    CPU-seconds so, 141 fresh); `fresh`: a new interpreter, for tests about the process start itself."""
     if args and args[0] in ("multirun", "nightly") and not any("baseline_repeats" in a for a in args):
         args = (*args, NO_BASELINE)
     if args and args[0] == "multirun" and not any("hydra.sweeper.report=" in a for a in args):
         args = (*args, NO_REPORT)
-    full_env = {**os.environ, "PYTHONPATH": pythonpath(), "COLUMNS": "200",
-                "SEARCH_GPU_DEFAULT": "0",  # the same sweeps on a GPU machine (search/commands/gpu_default.py)
-                **(env or {})}
+    full_env = cli_env(env)
     if fresh:
         return subprocess.run([sys.executable, "-m", "search", *args], cwd=cwd, env=full_env, text=True,
                               capture_output=True, timeout=timeout_s)
