@@ -276,8 +276,9 @@ def say(line: str) -> None:
     use (a terminal's own, else $COLUMNS or PIPE_WIDTH): they ran to 250 columns. A word longer than that (a
     path, a URL) is kept whole, so it can still be copied."""
     width = console().width
-    print("\n".join("\n".join(textwrap.wrap(part, width, break_long_words=False, break_on_hyphens=False)) or part
-                    for part in line.split("\n")), flush=True)
+    wrapped = ["\n".join(textwrap.wrap(part, width, break_long_words=False, break_on_hyphens=False))
+               for part in line.split("\n")]
+    print("\n".join(wrapped), flush=True)
 
 
 def print_front(study: optuna.Study, metric_names: Sequence[str], idle: Idle = no_idle) -> None:

@@ -19,19 +19,19 @@ directory. A `hydra.sweep.dir` set by the user is used as given.
 """
 from __future__ import annotations
 
+import functools
 import secrets
 
 from omegaconf import OmegaConf
 
 RESOLVER = "search.sweep_id"
-_DRAWN: list[str] = []  # this process's id, once drawn
 
 
+@functools.cache
 def sweep_id() -> str:
-    """This process's id: 16.7 million values, so two sweeps in one second all but never meet."""
-    if not _DRAWN:
-        _DRAWN.append(secrets.token_hex(3))
-    return _DRAWN[0]
+    """This process's id, drawn at its first call: 16.7 million values, so two sweeps in one second all but
+    never meet."""
+    return secrets.token_hex(3)
 
 
 def register() -> None:
