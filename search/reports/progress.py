@@ -2,10 +2,14 @@
 
 Two parts, each sized to the console's width when it is drawn:
 
-- the status line: trials done of total, elapsed time, ETA and the best
-  value of each metric so far. When the width runs short the bar goes
-  first, then the elapsed time; the count, the ETA and the best values stay
-  (a long metric name is shortened, search/reports/labels.py).
+- the status line: trials done of total, elapsed time, ETA and the best so
+  far. Searching for the answer that is one trial, the fastest within the
+  accuracy tolerance (`SweepProgress.stand`): `best trial 7: 1,234
+  samples/s  0.973 val acc`; otherwise the best value of each metric, each
+  perhaps from another trial (`best of each:` when there are several).
+  When the width runs short the bar goes first, then the elapsed time; the
+  count, the ETA and the best values stay (a long metric name is
+  shortened, search/reports/labels.py).
 - one line per trial running now, its knob values cut at the width.
 
 Each finished trial also prints one line above the display (it stays in
@@ -49,12 +53,14 @@ def _clock(seconds: float | None) -> str:
     return f"{hours}:{rest // 60:02d}:{rest % 60:02d}" if hours else f"{rest // 60}:{rest % 60:02d}"
 
 
-def status_line(done: int, total: int, elapsed_s: float, best: Mapping[str, float], width: int) -> RenderableType:
-    """`trials 3/20 ━━━━ 0:42 ETA 3:58  best 1,234 samples/s  0.973 val acc` in `width` columns."""
+def status_line(done: int, total: int, elapsed_s: float, best: Mapping[str, float], width: int,
+                label: str = "best") -> RenderableType:
+    """`trials 3/20 ━━━━ 0:42 ETA 3:58  best 1,234 samples/s  0.973 val acc` in `width` columns; `label`
+    says what `best` is (`best trial 7`: one trial's figures; `best of each`: each metric's own best)."""
     count = f"trials {done}/{total}"
     eta = f"ETA {_clock(elapsed_s / done * max(total - done, 0)) if done else '--:--'}"
     elapsed = _clock(elapsed_s)
-    best_text = ("best " + "  ".join(f"{fmt(v)} {metric_label(k)}" for k, v in best.items())) if best else ""
+    best_text = (f"{label}: " + "  ".join(f"{fmt(v)} {metric_label(k)}" for k, v in best.items())) if best else ""
     needed = len(count) + 1 + len(eta) + (2 + len(best_text) if best_text else 0)
     show_elapsed = needed + 1 + len(elapsed) <= width
     bar = width - needed - (1 + len(elapsed) if show_elapsed else 0) - 1
@@ -119,6 +125,7 @@ class SweepProgress:
         self.total, self.done = total, 0
         self.running: dict[int, Mapping[str, Any]] = {}
         self._best: dict[str, float] = {}
+        self._standing: tuple[int, dict[str, float]] | None = None  # searching for the answer: (trial, metrics)
         self._started = time.monotonic()
         self._progress = _Display(self, self.console)
 
@@ -132,8 +139,19 @@ class SweepProgress:
         self._progress.__exit__(*exc)
 
     def renderable(self, width: int) -> RenderableType:
-        status = status_line(self.done, self.total, time.monotonic() - self._started, self._best, width)
+        if self._standing is not None:
+            number, best = self._standing
+            label = f"best trial {number}"
+        else:
+            best, label = self._best, "best" if len(self.metric_names) < 2 else "best of each"
+        status = status_line(self.done, self.total, time.monotonic() - self._started, best, width, label)
         return Group(status, *running_lines(self.running))
+
+    def stand(self, number: int, metrics: Mapping[str, float]) -> None:
+        """Searching for the answer: the best so far is one trial, the fastest whose val_accuracy is within the
+        tolerance of your configuration's; the status line shows its figures together (each metric's best
+        apart would pair one trial's speed with another's accuracy)."""
+        self._standing = number, {k: metrics[k] for k in self.metric_names if k in metrics}
 
     def grow(self, total: int) -> None:
         self.total = total

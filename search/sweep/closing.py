@@ -1,5 +1,6 @@
 """Closing a trial: its result scored and told to Optuna, its MLflow run
-ended, one progress line; and a trial the sweep stops without a result
+ended, one progress line (and, searching for the answer, the status line's
+best trial so far); and a trial the sweep stops without a result
 (SIGINT, SIGTERM: search/sweep/interrupt.py) closed as failed and enqueued
 again, since it measured nothing about its configuration."""
 from __future__ import annotations
@@ -13,7 +14,8 @@ from optuna.trial import TrialState
 from search.errors import BadInput, Interrupted, exit_bad_input
 from search.reports.labels import WARNINGS
 from search.sweep.constraints import broken_text
-from search.sweep.early_stopping import intermediate_series
+from search.sweep.baseline import accuracy_floor
+from search.sweep.early_stopping import fastest_at_floor, intermediate_series
 from search.sweep.failure_policy import FAILURES
 from search.sweep.metric_names import ended_ok, unreported
 from search.sweep.outcome import CONSTRAINTS_ATTR, RUNNABLE, Scored, score, tell
@@ -49,6 +51,9 @@ def close_trial(run: SweepRun, trial: optuna.Trial, result: Any) -> str:
             run.progress.console.print(warning, markup=False, highlight=False, soft_wrap=True)
     shown = scored.metrics or dict(zip(run.progress.metric_names, scored.values or []))
     feasible = all(v <= 0 for v in scored.constraints.values())
+    if plan.for_answer and (floor := accuracy_floor(run.study, run.settings.accuracy_tolerance)) is not None \
+            and (best := fastest_at_floor(run.study.get_trials(deepcopy=False), floor)) is not None:
+        run.progress.stand(best.number, best.user_attrs["metrics"])  # drawn when finished() redraws
     run.progress.finished(trial.number, scored.outcome, shown, trial.params, plan.directions, scored.reason, feasible,
                           trial_kind(trial.user_attrs), SEED_ATTR not in trial.user_attrs, violated)
     if refusal:  # SystemExit: the sweep's run is ended on the way out

@@ -136,18 +136,32 @@ def throughput_bar(trials: Sequence[optuna.trial.FrozenTrial], margin: float, st
     return max(m[THROUGHPUT] for m in done if m[ACCURACY] == best_accuracy) * (1.0 - margin)
 
 
+def _measured(t: optuna.trial.FrozenTrial) -> bool:
+    return (t.state == TrialState.COMPLETE and is_feasible(t) and t.user_attrs.get("outcome", "ok") == "ok"
+            and math.isfinite(t.user_attrs.get("metrics", {}).get(THROUGHPUT, math.nan)))
+
+
+def at_floor(trials: Sequence[optuna.trial.FrozenTrial], floor: float) -> list[optuna.trial.FrozenTrial]:
+    """The completed, feasible trials at the study's seed whose val_accuracy reaches `floor` (the baseline is
+    one): those that could be the answer."""
+    return [t for t in trials if _measured(t) and SEED_ATTR not in t.user_attrs
+            and t.user_attrs["metrics"].get(ACCURACY, -math.inf) >= floor]
+
+
+def fastest_at_floor(trials: Sequence[optuna.trial.FrozenTrial], floor: float) -> optuna.trial.FrozenTrial | None:
+    """The search's standing answer, as the live display shows it: the fastest trial `at_floor`, one measurement
+    each (the confirmation's re-measurements left out: the answer is read from their medians); None while none."""
+    return max((t for t in at_floor(trials, floor) if t.user_attrs.get(ROLE_ATTR) != "confirm"),
+               key=lambda t: t.user_attrs["metrics"][THROUGHPUT], default=None)
+
+
 def answer_bar(trials: Sequence[optuna.trial.FrozenTrial], floor: float, margin: float) -> float | None:
-    """The probe throughput below which a new trial cannot be the answer: the highest throughput among the
-    completed, feasible trials at the study's seed whose val_accuracy reaches `floor` (the baseline is one),
+    """The probe throughput below which a new trial cannot be the answer: the highest throughput `at_floor`,
     lowered by `margin`, or by the spread of the baseline's own runs when this machine showed more noise than
     that (the confirmation reads its noise the same way, search/sweep/confirm.py); None while none has."""
-    def ok(t: optuna.trial.FrozenTrial) -> bool:
-        return (t.state == TrialState.COMPLETE and is_feasible(t) and t.user_attrs.get("outcome", "ok") == "ok"
-                and math.isfinite(t.user_attrs.get("metrics", {}).get(THROUGHPUT, math.nan)))
-
-    speeds = [t.user_attrs["metrics"][THROUGHPUT] for t in trials if ok(t) and SEED_ATTR not in t.user_attrs
-              and t.user_attrs["metrics"].get(ACCURACY, -math.inf) >= floor]
-    base = [t.user_attrs["metrics"][THROUGHPUT] for t in trials if ok(t) and t.user_attrs.get(ROLE_ATTR) == "baseline"]
+    speeds = [t.user_attrs["metrics"][THROUGHPUT] for t in at_floor(trials, floor)]
+    base = [t.user_attrs["metrics"][THROUGHPUT] for t in trials
+            if _measured(t) and t.user_attrs.get(ROLE_ATTR) == "baseline"]
     return max(speeds) * (1.0 - max(margin, spread(base))) if speeds else None
 
 

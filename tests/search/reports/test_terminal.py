@@ -77,19 +77,23 @@ def _render(renderable, width: int) -> list[str]:
 @pytest.mark.parametrize("width", WIDTHS)
 def test_the_progress_line_keeps_count_eta_and_best_at_any_width(width: int) -> None:
     best = {"throughput_samples_per_s": 18_234.5, "val_accuracy": 0.9733}
-    [line] = _render(status_line(7, 20, 95.0, best, width), width)
+    [line] = _render(status_line(7, 20, 95.0, best, width, "best trial 5"), width)
     assert len(line) <= width
     assert "trials 7/20" in line and "ETA 2:56" in line  # 95 s for 7 trials, 13 left
-    assert "best 18,234 samples/s  0.9733 val acc" in line
-    assert "━" in line and "1:35" in line  # the bar and the elapsed time
+    assert "best trial 5: 18,234 samples/s  0.9733 val acc" in line
+    assert "1:35" in line  # the elapsed time
+    assert ("━" in line) == (width >= 100)  # the bar, where it fits beside the rest
 
 
 def test_a_narrow_line_drops_the_bar_then_the_elapsed_time_and_keeps_the_rest() -> None:
     best = {"throughput_samples_per_s": 18_234.5, "val_accuracy": 0.9733}
-    [line] = _render(status_line(7, 20, 95.0, best, 66), 66)
-    assert line == "trials 7/20 1:35 ETA 2:56 best 18,234 samples/s  0.9733 val acc"
-    [line] = _render(status_line(7, 20, 95.0, best, 61), 61)
-    assert line == "trials 7/20 ETA 2:56 best 18,234 samples/s  0.9733 val acc"
+    [line] = _render(status_line(7, 20, 95.0, best, 90, "best of each"), 90)
+    assert line.startswith("trials 7/20 ━") and line.endswith(" 1:35 ETA 2:56 best of each: 18,234 samples/s  "
+                                                                "0.9733 val acc")
+    [line] = _render(status_line(7, 20, 95.0, best, 74, "best of each"), 74)
+    assert line == "trials 7/20 1:35 ETA 2:56 best of each: 18,234 samples/s  0.9733 val acc"
+    [line] = _render(status_line(7, 20, 95.0, best, 69, "best of each"), 69)
+    assert line == "trials 7/20 ETA 2:56 best of each: 18,234 samples/s  0.9733 val acc"
 
 
 def test_before_a_trial_ends_the_eta_is_unknown_and_no_best_is_claimed() -> None:
@@ -139,7 +143,31 @@ def test_a_run_at_another_seed_is_not_the_best_so_far() -> None:
     progress.finished(1, "ok", {"throughput_samples_per_s": 1518.0, "val_accuracy": 0.9833}, {}, ["maximize"] * 2,
                       kind="baseline, seed 1", counts_as_best=False)
     [status] = _render(progress.renderable(100), 100)
-    assert "best 1,540 samples/s  0.9749 val acc" in status
+    assert "best of each: 1,540 samples/s  0.9749 val acc" in status
+
+
+def test_searching_for_the_answer_the_best_so_far_is_one_trial_with_its_own_figures() -> None:
+    """A default sweep's status line ended `best 1,788 samples/s  0.9777 val acc`: the speed of a trial at
+    0.8747 (below the floor) beside the accuracy of your configuration's run, a trial that never existed."""
+    out = Console(width=100, record=True, force_terminal=False, color_system=None)
+    progress = SweepProgress(3, METRICS, console=out)
+    fast_below, answer = {"throughput_samples_per_s": 1788.0, "val_accuracy": 0.8747}, \
+        {"throughput_samples_per_s": 1560.0, "val_accuracy": 0.9749}
+    progress.finished(0, "ok", {"throughput_samples_per_s": 1300.0, "val_accuracy": 0.9777}, {}, ["maximize"] * 2)
+    progress.finished(17, "ok", fast_below, {}, ["maximize"] * 2)
+    progress.stand(18, answer)
+    progress.finished(18, "ok", answer, {}, ["maximize"] * 2)
+    [status] = _render(progress.renderable(100), 100)
+    assert "best trial 18: 1,560 samples/s  0.9749 val acc" in status, status
+    assert "1,788" not in status and "0.9777" not in status
+
+
+def test_one_metric_is_simply_the_best() -> None:
+    out = Console(width=100, record=True, force_terminal=False, color_system=None)
+    progress = SweepProgress(3, ["throughput_samples_per_s"], console=out)
+    progress.finished(0, "ok", {"throughput_samples_per_s": 1540.0}, {}, ["maximize"])
+    [status] = _render(progress.renderable(100), 100)
+    assert "best: 1,540 samples/s" in status
 
 
 @pytest.mark.parametrize("width", WIDTHS)

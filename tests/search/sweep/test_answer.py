@@ -23,6 +23,7 @@ from optuna.storages import JournalStorage
 from optuna.storages.journal import JournalFileBackend
 
 from conftest import NO_REPORT, TESTS, pythonpath, run_search
+from search.reports.labels import fmt, metric_label
 from search.sweep.answer import ANSWER_ATTR, Answer, Contender, Ratio, eligible, panel_lines, pick, within_noise
 from search.sweep.baseline import baseline_trials, enqueue_baseline, fit_baseline
 from search.sweep.confirm import ROUND_ATTR
@@ -527,6 +528,13 @@ def test_a_sweep_ends_with_a_confirmed_answer(workdir):
     at_seed = [t.number for t in trials if t.params == {"batch_size": 128} and SEED_ATTR not in t.user_attrs]
     assert answer.trials == at_seed and len(at_seed) >= 4  # the search's run and every round
     assert "the answer" in out and f"{answer.speedup:.2f}x your configuration (95% CI" in out
+    # the status line the display leaves names one trial, the search's own run of the answer, with its own
+    # figures (it used to pair the fastest trial's speed with another trial's accuracy)
+    [status] = [line for line in result.stdout.splitlines() if line.startswith("trials ")]
+    [search_run] = [t for t in trials if t.number == at_seed[0]]
+    shown = "  ".join(f"{fmt(search_run.user_attrs['metrics'][k])} {metric_label(k)}"
+                      for k in ("throughput_samples_per_s", "val_accuracy"))
+    assert f"best trial {search_run.number}: {shown}" in status, status
     [sweep] = runs(workdir, "sweep")
     assert sweep.data.metrics["speedup_vs_baseline"] == pytest.approx(answer.speedup)
     assert sweep.data.metrics["speedup_vs_baseline_ci_low"] == pytest.approx(answer.ci_low)
