@@ -125,12 +125,13 @@ class Strategy:
     settled: bool = True  # False: a configuration whose maths trained below the floor is still proposed (before)
     cheap_repairs: bool = True  # False: a repaired proposal's nearest unseen configuration drawn at random (before)
     per_second: bool = True  # False: the GP's own pick, blind to what a configuration costs (before)
+    patience: int | None = 3  # hydra.sweeper.patience_trials; None: every trial (before)
 
 
 GP = "optuna.samplers.GPSampler"
 STRATEGIES: dict[str, Strategy] = {
     "default": Strategy(),
-    "random": Strategy({"_target_": "optuna.samplers.RandomSampler"}),
+    "random": Strategy({"_target_": "optuna.samplers.RandomSampler"}, patience=None),  # random search as it is
     "hydra grid order": Strategy(hydra_order=True),
     "before: stopped = PRUNED, repeats skipped as failed trials": Strategy(stopped="pruned", avoid_repeats=False),
     "stopped = PRUNED, repeats repaired in the sampler": Strategy(stopped="pruned"),
@@ -148,6 +149,7 @@ STRATEGIES: dict[str, Strategy] = {
     "maths below the floor still proposed (before)": Strategy(settled=False),
     "repairs at random among the nearest (before)": Strategy(cheap_repairs=False),
     "GP's pick blind to cost (before)": Strategy(per_second=False),
+    "every trial, no patience (before)": Strategy(patience=None),
     "default, no staging": Strategy(staging=False),
     "no early stopping, no staging (every trial trained in full)": Strategy(early_stopping=False, staging=False),
     "start moves never stopped early": Strategy(stop_start_moves=False),
@@ -553,6 +555,7 @@ def replay(table: Table, name: str, seed: int, floor: float, target: float, min_
     from search.sweep.early_stopping import probe_bar, tell_stopped
     from search.sweep.no_repeat import ask_unseen
     from search.sweep.outcome import STOPPED_EARLY, score, tell
+    from search.sweep.patience import search_ended
     from search.sweep.per_second import Known
     from search.sweep.roles import enqueue
     from search.sweep.rule_sampler import RuleAwareSampler
@@ -628,6 +631,10 @@ def replay(table: Table, name: str, seed: int, floor: float, target: float, min_
         else:
             tell(study, trial, scored, DIRECTIONS)
         record(result, cost)
+        if strategy.patience and strategy.search_for == "answer" and search_ended(
+                study, accuracy_floor(study, ACCURACY_TOLERANCE), strategy.patience, 0.0):
+            state["sweep_s"] = state["sweep_s"] or state["seconds"]  # the search ended here (patience.py)
+            break
     numbers = len(study.trials)
     if state["reached"] is not None:  # trial numbers up to the one that reached the target
         ran = [t for t in study.trials if t.user_attrs.get("outcome") != "skipped"]

@@ -62,6 +62,7 @@ RULES: dict[str, tuple[str, Check, Any]] = {
                                      _number(lambda v: 0 <= v <= 1), 0.15),
     "hydra.sweeper.confirm_candidates": ("an int >= 1", _int(1), 3),
     "hydra.sweeper.confirm_undecided_rounds": ("an int >= 0 (0: never over the budget)", _int(0), 2),
+    "hydra.sweeper.patience_trials": ("null (every trial of n_trials) or an int >= 1", _or_null(_int(1)), 3),
     "hydra.sweeper.search_for": ("answer or front", lambda v: v in ("answer", "front"), "answer"),
     "hydra.sweeper.start_design": ("one_knob_at_a_time or sampler",
                                    lambda v: v in ("one_knob_at_a_time", "sampler"), "one_knob_at_a_time"),

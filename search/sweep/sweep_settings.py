@@ -56,6 +56,7 @@ class SweepSettings:
     search_for: str = "answer"
     start_design: str = "one_knob_at_a_time"
     start_combination: bool = True
+    patience_trials: int | None = 3
     staging: bool = True
     report: bool = True
 

@@ -302,6 +302,10 @@ class SweeperImpl:
         if (line := large_study_notice(plan.sampler, len(study.trials) + self.settings.n_trials)) is not None:
             say(line)
         say(describe_mode(plan.early_stopping, plan.pruner, self.settings.early_stopping_margin, plan.for_answer))
+        if plan.for_answer and self.settings.patience_trials is not None:
+            say(f"patience: the search ends once {self.settings.patience_trials} trials the sampler proposed end in a "
+                f"row without making the fastest configuration at your accuracy faster by more than noise "
+                f"(hydra.sweeper.patience_trials=null runs every trial of n_trials)")
         # First: a worker about to confirm sees this one (search/sweep/workers.py); then nothing is enqueued here
         # while another worker confirms: it would take this worker's baseline runs, retries or nightly repeats as
         # its rounds.
@@ -397,6 +401,7 @@ class SweeperImpl:
                 "search_for": s.search_for,
                 "start_design": "one_knob_at_a_time" if self._starts_from_design(plan) else "sampler",  # as run
                 "start_combination": s.start_combination,
+                "patience_trials": "none" if s.patience_trials is None else s.patience_trials,
                 **{f"space.{k}": repr(d) for k, d in plan.space.distributions.items()}}
 
     def _report(self, study: optuna.Study, plan: Plan, sweep: tracking.Sweep, metric_names: list[str],

@@ -27,6 +27,7 @@ from search.sweep.failure_policy import FailurePolicy
 from search.sweep.hooks import SweepHooks
 from search.sweep.jobs import Jobs, result_of, trial_config
 from search.sweep.no_repeat import ask_unseen, completed_configurations, every_configuration
+from search.sweep.patience import search_ended
 from search.sweep.planning import Plan
 from search.sweep.recovery import Heartbeat, close_stale, stale_trials
 from search.sweep.reproduce import OVERRIDES, REPRODUCE_TAG, configuration_overrides, paste_line
@@ -59,6 +60,7 @@ class SweepRun:
     outcomes: list[str] = field(default_factory=list)
     staging: bool = False  # throughput-only trials where the maths trained already (search/sweep/staging.py)
     started_s: float = field(default_factory=time.monotonic)
+    started_unix_s: float = field(default_factory=time.time)  # the sampler's proposals since count (patience.py)
     said: set[str] = field(default_factory=set)  # lines each trial repeats, said once (search/sweep/closing.py)
     configurations: set[tuple] | None = None  # the space's configurations, once counted (used_up)
 
@@ -78,6 +80,14 @@ class SweepRun:
         return f"every configuration of the space ({len(self.configurations)}) has run" \
             if self.configurations <= ran else None
 
+    def search_over(self) -> str | None:
+        """Why the search proposes no more trials, or None: the space is used up (used_up), or the sampler's
+        proposals stopped making the answer faster (search/sweep/patience.py)."""
+        if (why := self.used_up()) is not None or not self.plan.for_answer:
+            return why
+        floor = accuracy_floor(self.study, self.settings.accuracy_tolerance)
+        return search_ended(self.study, floor, self.settings.patience_trials, self.started_unix_s)
+
 
 def run_trials(run: SweepRun, hooks: SweepHooks, target: int) -> None:
     """Trials until `target` ran, or the grid, the failure policy or the time (hooks.max_wall_s) says stop."""
@@ -86,8 +96,8 @@ def run_trials(run: SweepRun, hooks: SweepHooks, target: int) -> None:
     while True:
         if len(run.outcomes) >= target or out_of_time(run.study, deadline):
             break
-        if (why := run.used_up()) is not None:
-            run.progress.console.print(f"{why}: stopping after {len(run.outcomes)} new trials")
+        if (why := run.search_over()) is not None:
+            run.progress.console.print(f"{why}: stopping after {len(run.outcomes)} new trials", markup=False)
             break
         if run.plan.slots is not None:
             _run_slots(run, target - len(run.outcomes), deadline)
@@ -183,7 +193,7 @@ def _run_slots(run: SweepRun, budget: int, deadline: float | None, enqueued: boo
     trials ran, the grid is used up (unless they are `enqueued`) or the deadline passed."""
 
     def next_launch() -> slots.Launch | None:
-        if (not enqueued and run.used_up() is not None) or out_of_time(run.study, deadline):
+        if (not enqueued and run.search_over() is not None) or out_of_time(run.study, deadline):
             return None
         return propose(run, searching=not enqueued)
 

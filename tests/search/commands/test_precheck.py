@@ -31,6 +31,7 @@ BAD = {
     "hydra.sweeper.confirm_undecided_rounds": [-1, 1.5],
     "hydra.sweeper.search_for": ["pareto", 1],
     "hydra.sweeper.start_design": ["random", 0],
+    "hydra.sweeper.patience_trials": [0, 1.5],
     "hydra.sweeper.seed": [-1, 1.5, 2**32],
     "hydra.sweeper.slots": [0, "many"],
     "hydra.sweeper.trials_per_gpu": [0],

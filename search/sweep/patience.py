@@ -1,0 +1,83 @@
+"""The search's patience: it ends once the sampler's own proposals stop making the answer faster.
+
+Searching for the answer, the trials enqueued on purpose come first: your
+configuration's runs, the start design's one-knob moves, the moves taken
+halfway back and the moves that paid combined (search/sweep/start_design.py,
+start_combination.py). On the four measured grids (scripts/bench/search_efficiency.py,
+30 seeds each) those found the answer, within 3% of the fastest the whole
+search found, in every replay; in two default CPU sweeps of 2026-12-06 the
+GP's proposals after them trained 4 and 6 new sets of maths in full below
+the accuracy floor (14-22 s of a 76-81 s sweep) and never made the answer
+faster beyond noise. So the search ends once `hydra.sweeper.patience_trials`
+trials the sampler proposed (not enqueued), launched since this sweep
+started, have ended in a row without making the fastest configuration at
+the floor faster by more than noise: the confirmation's window (10%, or
+the spread of your configuration's own runs when wider,
+search/sweep/confirm.py), within which the search's one measurement each
+cannot tell configurations apart anyway. Any trial that does make it faster
+starts the count again. `patience_trials=null` runs every one of `n_trials`.
+
+Counted from this sweep's start, so a sweep run again on the same study
+(to search more) gives the sampler that many proposals again. Trials that
+other workers of the study launched since count too: they search the same
+study.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import optuna
+from optuna.trial import TrialState
+
+from search.sweep.answer import THROUGHPUT, spread
+from search.sweep.early_stopping import at_floor
+from search.sweep.roles import ROLE_ATTR
+
+NOISE = 0.10  # as the confirmation's window (search/sweep/confirm.py NOISE)
+
+
+def noise_of(trials: Sequence[optuna.trial.FrozenTrial]) -> float:
+    """The confirmation's window: NOISE, or the spread of your configuration's runs when wider."""
+    base = [t.user_attrs["metrics"][THROUGHPUT] for t in trials
+            if t.user_attrs.get(ROLE_ATTR) == "baseline" and t.state == TrialState.COMPLETE
+            and t.user_attrs.get("outcome") == "ok" and THROUGHPUT in t.user_attrs.get("metrics", {})]
+    return max(NOISE, spread(base))
+
+
+def proposed(trial: optuna.trial.FrozenTrial) -> bool:
+    """Proposed by the sampler, not enqueued (the baseline, the start design, a retry, nightly's runs)."""
+    return "fixed_params" not in trial.system_attrs
+
+
+def stale_proposals(study: optuna.Study, floor: float, since_unix_s: float) -> int:
+    """How many of the sampler's proposals launched since `since_unix_s` ended, last in a row, without making
+    the fastest configuration at `floor` faster beyond noise (noise_of)."""
+    trials = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+    noise = noise_of(trials)
+    ended = sorted(trials, key=lambda t: t.datetime_complete.timestamp() if t.datetime_complete else math.inf)
+    best = reference = None
+    count = 0
+    for t in ended:
+        if at_floor([t], floor) and t.user_attrs.get(ROLE_ATTR) != "confirm":
+            speed = t.user_attrs["metrics"][THROUGHPUT]
+            best = speed if best is None else max(best, speed)
+        if best is not None and (reference is None or best > reference * (1.0 + noise)):
+            reference, count = best, 0  # progress, whoever made it
+        elif proposed(t) and t.datetime_start is not None and t.datetime_start.timestamp() >= since_unix_s:
+            count += 1
+    return count
+
+
+def search_ended(study: optuna.Study, floor: float | None, patience_trials: int | None,
+                 since_unix_s: float) -> str | None:
+    """Why the search ends here for want of progress (a line), or None: go on."""
+    if patience_trials is None or floor is None:
+        return None
+    count = stale_proposals(study, floor, since_unix_s)
+    if count < patience_trials:
+        return None
+    noise = noise_of(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)))
+    return (f"the sampler's last {count} trials did not make the fastest configuration at your accuracy faster "
+            f"by more than noise ({noise:.0%}; hydra.sweeper.patience_trials={patience_trials}, null runs every "
+            f"trial of n_trials)")

@@ -1,0 +1,120 @@
+"""The search's patience (search/sweep/patience.py): it ends once the sampler's own proposals stop making the
+answer faster beyond noise."""
+from __future__ import annotations
+
+import time
+
+import optuna
+from optuna.distributions import CategoricalDistribution
+
+from conftest import TESTS, pythonpath, run_search
+from search.sweep.patience import search_ended, stale_proposals
+from search.sweep.roles import ROLE_ATTR
+from search.sweep.start_design import START_ATTR
+from sweep_results import load_study
+
+DISTS = {"x": CategoricalDistribution(list(range(50)))}
+FLOOR = 0.895  # your configuration's 0.90 less the tolerance
+
+
+def _run(study: optuna.Study, speed: float, accuracy: float = 0.90, enqueued: bool = False,
+         outcome: str = "ok", **attrs) -> None:
+    """One trial, asked and told as the sweep does: enqueued on purpose (the baseline, a start move) or proposed."""
+    if enqueued:
+        study.enqueue_trial({"x": len(study.trials)}, user_attrs=attrs)
+    trial = study.ask(DISTS)
+    metrics = {"throughput_samples_per_s": speed, "val_accuracy": accuracy}
+    trial.set_user_attr("outcome", outcome)
+    trial.set_user_attr("metrics", metrics)
+    for k, v in ({} if enqueued else attrs).items():
+        trial.set_user_attr(k, v)
+    study.tell(trial, [speed, accuracy])
+
+
+def _started(base_speeds=(1000.0, 1000.0)) -> optuna.Study:
+    """Your configuration's runs, then a start move that makes the answer 1.5x."""
+    study = optuna.create_study(directions=["maximize", "maximize"], sampler=optuna.samplers.RandomSampler(seed=0))
+    for speed in base_speeds:
+        _run(study, speed, enqueued=True, **{ROLE_ATTR: "baseline"})
+    _run(study, 1500.0, enqueued=True, **{START_ATTR: "workers"})
+    return study
+
+
+def test_the_search_ends_after_that_many_proposals_in_a_row_that_did_not_make_the_answer_faster():
+    study = _started()
+    _run(study, 1400.0)  # slower than the answer
+    _run(study, 3000.0, accuracy=0.80)  # faster, below the floor: not an answer
+    assert stale_proposals(study, FLOOR, 0.0) == 2
+    assert search_ended(study, FLOOR, 3, 0.0) is None
+    _run(study, 1600.0)  # faster by 6.7%: within noise (10%)
+    line = search_ended(study, FLOOR, 3, 0.0)
+    assert line is not None and "last 3 trials" in line and "noise (10%" in line
+    assert "hydra.sweeper.patience_trials=3" in line
+
+
+def test_a_proposal_faster_beyond_noise_starts_the_count_again():
+    study = _started()
+    _run(study, 1400.0)
+    _run(study, 1400.0)
+    _run(study, 1700.0)  # 1.13x the answer: progress
+    assert stale_proposals(study, FLOOR, 0.0) == 0
+    _run(study, 1800.0)  # 1.06x the new answer: not progress
+    assert stale_proposals(study, FLOOR, 0.0) == 1
+
+
+def test_enqueued_trials_do_not_count_but_their_progress_does():
+    study = _started()
+    _run(study, 1400.0)
+    _run(study, 1200.0, enqueued=True, **{START_ATTR: "threads"})  # the start design's: not the sampler's
+    assert stale_proposals(study, FLOOR, 0.0) == 1
+    _run(study, 2000.0, enqueued=True, **{START_ATTR: "bf16"})  # a start move that made the answer faster
+    assert stale_proposals(study, FLOOR, 0.0) == 0
+
+
+def test_only_proposals_launched_since_this_sweep_started_count():
+    """A re-run on a study whose search had ended searches again: the earlier sweep's proposals are not counted."""
+    study = _started()
+    for _ in range(3):
+        _run(study, 1400.0)
+    assert search_ended(study, FLOOR, 3, 0.0) is not None
+    since = time.time()
+    _run(study, 1400.0)
+    assert stale_proposals(study, FLOOR, since) == 1
+    assert search_ended(study, FLOOR, 3, since) is None
+
+
+def test_noise_widens_to_the_spread_of_your_configurations_runs():
+    study = _started(base_speeds=(1000.0, 800.0))  # 20% apart
+    _run(study, 1750.0)  # 1.17x the answer: within this machine's noise
+    assert stale_proposals(study, FLOOR, 0.0) == 1
+    assert "noise (20%" in search_ended(study, FLOOR, 1, 0.0)
+
+
+def test_off_without_patience_or_without_a_floor():
+    study = _started()
+    for _ in range(5):
+        _run(study, 1400.0)
+    assert search_ended(study, FLOOR, None, 0.0) is None
+    assert search_ended(study, None, 3, 0.0) is None
+
+
+def test_a_sweep_ends_its_search_when_the_proposals_stop_paying_and_still_confirms(workdir):
+    """Model pruning 0.5 with parallel.threads=2 is the fastest at your accuracy (paced objective); the learning
+    rate changes nothing there. After the start design found it, the GP's proposals only tie it, so the search
+    ends after `patience_trials` of them, well before n_trials, and the answer is confirmed."""
+    env = {"PYTHONPATH": pythonpath(TESTS.parent, TESTS)}
+    result = run_search("multirun", "objective=custom", "objective.callable=paced_objective:pruned_too_far",
+                        "hydra.sweeper.params=null", "model_pruning.ratio=choice(0.0,0.5,0.9)",
+                        "parallel.threads=choice(1,2)", "optim.lr=choice(0.001,0.002,0.005,0.01)",
+                        "hydra.sweeper.seed=0", "hydra.sweeper.n_trials=14", "hydra.sweeper.baseline_repeats=1",
+                        "hydra.sweeper.patience_trials=2", "hydra.sweeper.study_name=patience", cwd=workdir, env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    said = " ".join(result.stdout.split())
+    assert "patience: the search ends once 2 trials the sampler proposed end in a row" in said
+    assert "did not make the fastest configuration at your accuracy faster by more than noise" in said
+    trials = load_study(workdir, "patience").get_trials(deepcopy=False)
+    searched = [t for t in trials if t.user_attrs.get(ROLE_ATTR) not in ("confirm", "seed_check")]
+    assert len(searched) < 14
+    proposals = [t for t in searched if "fixed_params" not in t.system_attrs]
+    assert len(proposals) >= 2  # the sampler had its trials
+    assert "the answer" in said and "your configuration" in said  # confirmed: the panel
