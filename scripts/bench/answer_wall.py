@@ -7,8 +7,10 @@ neighbour's load fall on both arms alike:
 - **answer**: today's default, `python -m search multirun`: the baseline,
   early stopping, staging, and the confirmation.
 - **no saving**: the same with `hydra.sweeper.early_stopping=false
-  hydra.sweeper.staging=false`: every trial trains its whole budget. Its
-  answer is confirmed the same way, so the two arms' answers compare.
+  hydra.sweeper.staging=false hydra.sweeper.patience_trials=null`: every
+  trial trains its whole budget and every one of n_trials runs, as the
+  default sweep did before any of the three. Its answer is confirmed the
+  same way, so the two arms' answers compare.
 
 Per sweep: the process's wall time, the search's and the confirmation's
 (from the answer stored on the study), the answer and its speedup with its
@@ -44,7 +46,8 @@ sys.path.insert(0, str(REPO))
 from benchdoc import load_averages, machine_line, write_section  # noqa: E402
 
 SECTION = "## Wall time to a confirmed answer"
-ARMS = {"answer": [], "no saving": ["hydra.sweeper.early_stopping=false", "hydra.sweeper.staging=false"]}
+ARMS = {"answer": [], "no saving": ["hydra.sweeper.early_stopping=false", "hydra.sweeper.staging=false",
+                                    "hydra.sweeper.patience_trials=null"]}
 BEFORE = "answer, code before"  # the `answer` arm from --before-tree
 
 
@@ -164,7 +167,7 @@ def main() -> int:
                      f"| {_answer_text(r['answer'])} |")
     lines.append("")
     if savings:
-        lines.append(f"Search wall time saved by early stopping and staging: "
+        lines.append(f"Search wall time saved by early stopping, staging and the search's patience: "
                      f"{', '.join(f'{s:.0%}' for s in savings)} (median {statistics.median(savings):.0%}); "
                      f"the whole sweep's (the command, start to end, the confirmation's rounds throughput-only "
                      f"or whole trials with the arm): {', '.join(f'{s:.0%}' for s in whole_savings)} "

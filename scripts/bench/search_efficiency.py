@@ -22,7 +22,9 @@ default margin and startup trials, the answer's bar once the baseline ran under
 probe, objectives.in_trial_stopping.probe_end_step, stops after its probe),
 staging (a cell whose maths an earlier trial of the replay trained in full
 is timed only, never stopped, and scored with that trial's accuracy:
-search/sweep/staging.py), and search.sweep.outcome.score/tell. A trial's result is looked up in the table
+search/sweep/staging.py), the search's patience (search.sweep.patience:
+the replay ends once the sampler's proposals stop making the answer faster;
+random search runs without it), and search.sweep.outcome.score/tell. A trial's result is looked up in the table
 instead of trained, so 30 seeds take minutes, not days.
 
 The tables were measured once per cell on a shared machine, and their noise
@@ -53,7 +55,8 @@ reaches the target at the floor; the seconds those trials would have taken
 (each cell's measured trial_wall_s; a stopped trial its start-up, plus its
 training time up to the end of its probe, a timed-only one up to the end of its
 windows); the seconds of its first 20 trials, what a default sweep's search costs
-with the strategy (SWEEP_TRIALS; each run goes on to 20 trials at least); the
+with the strategy (SWEEP_TRIALS; each run goes on to 20 trials at least, unless
+its patience ends it first: then the seconds until then); the
 hypervolume of the (throughput, accuracy) front after 10 trials, as a fraction
 of the whole grid's.
 

@@ -6,8 +6,8 @@ halfway back and the moves that paid combined (search/sweep/start_design.py,
 start_combination.py). On the four measured grids (scripts/bench/search_efficiency.py,
 30 seeds each) those found the answer, within 3% of the fastest the whole
 search found, in every replay; in two default CPU sweeps of 2026-12-06 the
-GP's proposals after them trained 4 and 6 new sets of maths in full below
-the accuracy floor (14-22 s of a 76-81 s sweep) and never made the answer
+GP's proposals after them trained 6 and 3 new sets of maths in full below
+the accuracy floor (22 and 11 s of 81 and 76 s) and never made the answer
 faster beyond noise. So the search ends once `hydra.sweeper.patience_trials`
 trials the sampler proposed (not enqueued), launched since this sweep
 started, have ended in a row without making the fastest configuration at
@@ -16,6 +16,14 @@ the spread of your configuration's own runs when wider,
 search/sweep/confirm.py), within which the search's one measurement each
 cannot tell configurations apart anyway. Any trial that does make it faster
 starts the count again. `patience_trials=null` runs every one of `n_trials`.
+
+What it costs: a configuration the GP would have found only after three
+proposals that did not pay is not found. In three default sweeps beside the
+code before (docs/BENCHMARKS.md, 2026-12-06) the search took 22% less time
+and every answer's interval overlapped the code before's, but one sweep
+answered without bf16 where the code before's had it (its start had
+combined bf16 with loader workers, this one's probe read bf16 just under
+your configuration's speed).
 
 Counted from this sweep's start, so a sweep run again on the same study
 (to search more) gives the sampler that many proposals again. Trials that
