@@ -144,6 +144,16 @@ class Answer:
         return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__})
 
 
+NOISE = 0.10  # search throughputs this close to the fastest may be noise (identical trials differ by ~10% here)
+
+
+def noise_window(base_throughputs: Sequence[float]) -> float:
+    """How close two search throughputs must be to count as a tie: NOISE, or the spread of your configuration's
+    own runs when this machine showed more (the confirmation's contenders, the search's patience and the start's
+    combinations read it alike)."""
+    return max(NOISE, spread(base_throughputs))
+
+
 def spread(throughputs: Sequence[float]) -> float:
     """How far apart one configuration's runs are, (max - min) / max; 0 with fewer than two. The baseline's own
     runs are this machine's noise as the sweep saw it: the contenders' window (search/sweep/confirm.py) and the

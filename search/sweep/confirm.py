@@ -67,7 +67,7 @@ from optuna.trial import TrialState
 from objectives.timing import throughput_only_steps
 from search.reports.choose import Candidate, candidates, key
 from search.sweep.answer import (ACCURACY, ANSWER_ATTR, MEMORY_METRICS, THROUGHPUT, Answer, Contender, Idle, Ratio,
-                                 changed_text, eligible, no_idle, paired, pick, spread, within_noise)
+                                 changed_text, eligible, no_idle, noise_window, paired, pick, within_noise)
 from search.sweep.baseline import baseline_accuracy, baseline_trials
 from search.sweep.constraints import broken_text, parse_constraints
 from search.sweep.recovery import WORKER_ATTR
@@ -79,7 +79,6 @@ from search.sweep.trial_cost import median_s, ran_ok, wall_s
 if TYPE_CHECKING:
     from search.sweep.trial_loop import SweepRun
 
-NOISE = 0.10  # search throughputs this close to the fastest may be noise (identical trials differ by ~10% here)
 MIN_ROUNDS, MAX_ROUNDS = 3, 8
 RunTrials = Callable[[int], None]  # runs that many enqueued trials, in order
 
@@ -177,7 +176,7 @@ def confirm(run: SweepRun, run_trials: RunTrials, base_params: dict[str, Any], s
     base_breaks = _breaks(settings.constraints, base_params, base_trials, found_ok)
     ranked = eligible([_contender(c, base_params) for c in found_ok if THROUGHPUT in c.metrics], floor, guarded)
     base_throughputs = [m[THROUGHPUT] for m in base_metrics if THROUGHPUT in m]
-    noise = max(NOISE, spread(base_throughputs))
+    noise = noise_window(base_throughputs)
     contenders = [c for c in within_noise(ranked, noise, settings.confirm_candidates + 1)
                   if key(c.params) != key(base_params)][:settings.confirm_candidates]
 

@@ -38,19 +38,16 @@ from collections.abc import Sequence
 import optuna
 from optuna.trial import TrialState
 
-from search.sweep.answer import THROUGHPUT, spread
+from search.sweep.answer import THROUGHPUT, noise_window
 from search.sweep.early_stopping import at_floor
 from search.sweep.roles import ROLE_ATTR
 
-NOISE = 0.10  # as the confirmation's window (search/sweep/confirm.py NOISE)
-
-
 def noise_of(trials: Sequence[optuna.trial.FrozenTrial]) -> float:
-    """The confirmation's window: NOISE, or the spread of your configuration's runs when wider."""
+    """The confirmation's window (noise_window) over your configuration's runs among `trials`."""
     base = [t.user_attrs["metrics"][THROUGHPUT] for t in trials
             if t.user_attrs.get(ROLE_ATTR) == "baseline" and t.state == TrialState.COMPLETE
             and t.user_attrs.get("outcome") == "ok" and THROUGHPUT in t.user_attrs.get("metrics", {})]
-    return max(NOISE, spread(base))
+    return noise_window(base)
 
 
 def proposed(trial: optuna.trial.FrozenTrial) -> bool:
