@@ -149,8 +149,8 @@ NOISE = 0.10  # search throughputs this close to the fastest may be noise (ident
 
 def noise_window(base_throughputs: Sequence[float]) -> float:
     """How close two search throughputs must be to count as a tie: NOISE, or the spread of your configuration's
-    own runs when this machine showed more (the confirmation's contenders, the search's patience and the start's
-    combinations read it alike)."""
+    own runs when this machine showed more (the confirmation's contenders and the search's patience read it
+    alike)."""
     return max(NOISE, spread(base_throughputs))
 
 

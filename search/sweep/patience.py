@@ -13,7 +13,7 @@ trials the sampler proposed (not enqueued), launched since this sweep
 started, have ended in a row without making the fastest configuration at
 the floor faster by more than noise: the confirmation's window (10%, or
 the spread of your configuration's own runs when wider,
-search/sweep/confirm.py), within which the search's one measurement each
+search/sweep/answer.py noise_window), within which the search's one measurement each
 cannot tell configurations apart anyway. Any trial that does make it faster
 starts the count again. `patience_trials=null` runs every one of `n_trials`.
 
@@ -42,6 +42,7 @@ from search.sweep.answer import THROUGHPUT, noise_window
 from search.sweep.early_stopping import at_floor
 from search.sweep.roles import ROLE_ATTR
 
+
 def noise_of(trials: Sequence[optuna.trial.FrozenTrial]) -> float:
     """The confirmation's window (noise_window) over your configuration's runs among `trials`."""
     base = [t.user_attrs["metrics"][THROUGHPUT] for t in trials
@@ -59,7 +60,10 @@ def stale_proposals(study: optuna.Study, floor: float, since_unix_s: float) -> i
     """How many of the sampler's proposals launched since `since_unix_s` ended, last in a row, without making
     the fastest configuration at `floor` faster beyond noise (noise_of)."""
     trials = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-    noise = noise_of(trials)
+    return _stale(trials, floor, since_unix_s, noise_of(trials))
+
+
+def _stale(trials: Sequence[optuna.trial.FrozenTrial], floor: float, since_unix_s: float, noise: float) -> int:
     ended = sorted(trials, key=lambda t: t.datetime_complete.timestamp() if t.datetime_complete else math.inf)
     best = reference = None
     count = 0
@@ -79,10 +83,11 @@ def search_ended(study: optuna.Study, floor: float | None, patience_trials: int 
     """Why the search ends here for want of progress (a line), or None: go on."""
     if patience_trials is None or floor is None:
         return None
-    count = stale_proposals(study, floor, since_unix_s)
+    trials = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+    noise = noise_of(trials)
+    count = _stale(trials, floor, since_unix_s, noise)
     if count < patience_trials:
         return None
-    noise = noise_of(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)))
     return (f"the sampler's last {count} trials did not make the fastest configuration at your accuracy faster "
             f"by more than noise ({noise:.0%}; hydra.sweeper.patience_trials={patience_trials}, null runs every "
             f"trial of n_trials)")

@@ -11,9 +11,8 @@ need the gentler value (digits_long_grid: batch_size=256 stopped, 128 the answer
 others from then on.
 
 The start design (search/sweep/start_design.py) measures each knob moved alone from your configuration. The
-moves that were faster than your configuration, or less than 10% slower (search/sweep/answer.py NOISE: one
-measurement does not show them slower), and kept its accuracy (at least the floor: its accuracy less
-`hydra.sweeper.accuracy_tolerance`; unknown for a move stopped early) are then combined greedily, fastest first: the fastest move, plus the
+moves that were faster than your configuration and kept its accuracy (at least the floor: its accuracy less
+`hydra.sweeper.accuracy_tolerance`) are then combined greedily, fastest first: the fastest move, plus the
 next one; kept when that was faster still at the floor, dropped otherwise; then the next one, and so on. A
 combination is one trial, proposed before the sampler's, and the GP learns from it like from any trial. Two
 moves that each pay may not pay together (loader workers and intra-op threads on two cores: each faster
@@ -36,7 +35,6 @@ from optuna.distributions import BaseDistribution, CategoricalDistribution, Floa
 from optuna.trial import FrozenTrial, TrialState
 
 from search.reports.choose import key
-from search.sweep.answer import NOISE
 from search.sweep.outcome import STOPPED_EARLY
 from search.sweep.roles import ROLE_ATTR
 from search.sweep.start_design import COMBINED_ATTR, HALFWAY_ATTR, START_ATTR, _is_number
@@ -127,14 +125,11 @@ def next_combination(trials: Sequence[FrozenTrial], floor: float | None,
     if (yours := _baseline(trials)) is None:
         return None
     baseline_speed = yours[0]
-    # A move stopped early had its probe faster than your configuration's runs (or within NOISE of them) and its
-    # accuracy unknown: the combination trains in full and measures it. Within NOISE below yours, a move is not
-    # shown to be slower: precision=bf16 with batches loaded in the training process read 0.73-1.19x your
-    # configuration in four default CPU sweeps, faster only once the loader's workers take the loading away.
+    # A move stopped early had its probe faster than your configuration's runs and its accuracy unknown: the
+    # combination trains in full and measures it.
     paid = sorted(((m[0], t.user_attrs.get(START_ATTR) or t.user_attrs[HALFWAY_ATTR], t.params) for t in trials
                    if (START_ATTR in t.user_attrs or HALFWAY_ATTR in t.user_attrs) and (m := _measured(t)) is not None
-                   and m[0] > baseline_speed * (1.0 - NOISE) and (m[1] is None or m[1] >= floor)),
-                  key=lambda p: -p[0])
+                   and m[0] > baseline_speed and (m[1] is None or m[1] >= floor)), key=lambda p: -p[0])
     if len(paid) < 2:
         return None
     ran: dict[tuple, list[FrozenTrial]] = {}

@@ -89,19 +89,6 @@ def test_a_move_pays_against_the_median_of_every_run_of_yours_the_second_seed_to
     assert next_combination(study.trials, FLOOR) == (["workers", "bf16"], {**BASE, "workers": 2, "bf16": True})
 
 
-def test_a_move_within_noise_below_yours_is_combined_too_one_further_below_is_not():
-    """bf16 whose batches load in the training process reads about your speed (here 0.95x, stopped early with its
-    accuracy unknown): one measurement does not show it slower, so it is combined with the workers; threads at
-    0.85x are."""
-    study = optuna.create_study(directions=["maximize", "maximize"])
-    _add(study, {}, 1000.0, 0.90, **{ROLE_ATTR: "baseline"})
-    _add(study, {"workers": 2}, 1500.0, 0.90, **{START_ATTR: "workers"})
-    _add(study, {"threads": 2}, 850.0, 0.90, **{START_ATTR: "threads"})
-    assert next_combination(study.trials, FLOOR) is None
-    _add(study, {"bf16": True}, 950.0, None, outcome="stopped_early", **{START_ATTR: "bf16"})
-    assert next_combination(study.trials, FLOOR) == (["workers", "bf16"], {**BASE, "workers": 2, "bf16": True})
-
-
 def test_a_sweep_combines_the_moves_that_paid_after_its_start(workdir):
     """Batch 128 is 2x your configuration and parallel.threads=2 1.6x, both at your accuracy (paced objective):
     after the two moves, the next trial is the two together."""
