@@ -125,9 +125,9 @@ class SearchSweeperConf:
     # your configuration at its accuracy combined one at a time, fastest first, each kept only when it pays
     # (search/sweep/start_combination.py). false: the sampler goes on.
     start_combination: bool = True
-    # Searching for the answer: the search ends once this many trials the sampler proposed (not the start's) have
-    # ended in a row without making the fastest configuration at your accuracy faster by more than noise
-    # (search/sweep/patience.py). null: every one of n_trials runs.
+    # Searching for the answer with the GP after the start design: the search ends once this many trials the
+    # sampler proposed (not the start's) have ended in a row without making the fastest configuration at your
+    # accuracy faster by more than noise (search/sweep/patience.py). null: every one of n_trials runs.
     patience_trials: Optional[int] = 3
     # A configuration whose maths (every swept knob but the speed-only ones) trained already runs throughput-only
     # and carries that accuracy (search/sweep/staging.py). false: every trial trains its whole budget.

@@ -23,8 +23,8 @@ probe, objectives.in_trial_stopping.probe_end_step, stops after its probe),
 staging (a cell whose maths an earlier trial of the replay trained in full
 is timed only, never stopped, and scored with that trial's accuracy:
 search/sweep/staging.py), the search's patience (search.sweep.patience:
-the replay ends once the sampler's proposals stop making the answer faster;
-random search runs without it), and search.sweep.outcome.score/tell. A trial's result is looked up in the table
+the replay ends once the sampler's proposals stop making the answer faster,
+after the start design, as the sweep applies it; random search runs without it), and search.sweep.outcome.score/tell. A trial's result is looked up in the table
 instead of trained, so 30 seeds take minutes, not days.
 
 The tables were measured once per cell on a shared machine, and their noise
@@ -596,8 +596,9 @@ def replay(table: Table, name: str, seed: int, floor: float, target: float, min_
     rng = random.Random(seed)
     constraints = parse_constraints([f"val_accuracy >= {floor}"] if strategy.floor_as_constraint else [])
     enqueue(study, baseline, "baseline")  # as the sweep does: its accuracy sets the floor (search/sweep/gp_view.py)
-    if strategy.start_design == "any sampler" or starts_from_design(strategy.start_design,
-                                                                     strategy.search_for == "answer", base):
+    from_design = strategy.start_design == "any sampler" or starts_from_design(strategy.start_design,
+                                                                               strategy.search_for == "answer", base)
+    if from_design:
         neutral = frozenset() if strategy.move_work_neutral else WORK_NEUTRAL
         enqueue_start(study, one_knob_at_a_time(baseline, dists, _Broken.wrap(forbids), random.Random(seed),
                                                 work_neutral=neutral,
@@ -634,7 +635,7 @@ def replay(table: Table, name: str, seed: int, floor: float, target: float, min_
         else:
             tell(study, trial, scored, DIRECTIONS)
         record(result, cost)
-        if strategy.patience and strategy.search_for == "answer" and search_ended(
+        if strategy.patience and from_design and search_ended(  # as the sweeper applies it (_patience_trials)
                 study, accuracy_floor(study, ACCURACY_TOLERANCE), strategy.patience, 0.0):
             state["sweep_s"] = state["sweep_s"] or state["seconds"]  # the search ended here (patience.py)
             break

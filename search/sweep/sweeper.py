@@ -147,7 +147,8 @@ class SweeperImpl:
                     Heartbeat(study, on_beat=lambda: workers.beat(study)) as heartbeat:
                 run = SweepRun(self.settings, self.jobs, plan, study, sweep, progress, heartbeat, self.rng,
                                self.failure_policy, self._wait_for_forkserver,
-                               staging=self.settings.staging and staging_applies(plan, self.jobs))
+                               staging=self.settings.staging and staging_applies(plan, self.jobs),
+                               patience_trials=self._patience_trials(plan))
                 try:
                     run_trials(run, self.hooks, self.settings.n_trials + extra)
                 finally:
@@ -302,8 +303,8 @@ class SweeperImpl:
         if (line := large_study_notice(plan.sampler, len(study.trials) + self.settings.n_trials)) is not None:
             say(line)
         say(describe_mode(plan.early_stopping, plan.pruner, self.settings.early_stopping_margin, plan.for_answer))
-        if plan.for_answer and self.settings.patience_trials is not None:
-            say(f"patience: the search ends once {self.settings.patience_trials} trials the sampler proposed end in a "
+        if (patience := self._patience_trials(plan)) is not None:
+            say(f"patience: the search ends once {patience} trials the sampler proposed end in a "
                 f"row without making the fastest configuration at your accuracy faster by more than noise "
                 f"(hydra.sweeper.patience_trials=null runs every trial of n_trials)")
         # First: a worker about to confirm sees this one (search/sweep/workers.py); then nothing is enqueued here
@@ -363,6 +364,12 @@ class SweeperImpl:
     def _starts_from_design(self, plan: Plan) -> bool:
         return starts_from_design(self.settings.start_design, plan.for_answer, plan.sampler)
 
+    def _patience_trials(self, plan: Plan) -> int | None:
+        """hydra.sweeper.patience_trials where it applies: searching for the answer with the GP after the start
+        design (search/sweep/patience.py: the design's trials are what the rule counts on); None otherwise (a
+        grid or random search, the GP's own random start-up) runs every trial of n_trials."""
+        return self.settings.patience_trials if self._starts_from_design(plan) else None
+
     def _start_design(self, study: optuna.Study, plan: Plan, baseline: dict[str, Any], room: int) -> None:
         """The first proposals, each knob moved alone from the baseline; `room`: the trials n_trials leaves
         after the baseline's runs. The moves past it are kept on the study for its next sweep
@@ -401,7 +408,7 @@ class SweeperImpl:
                 "search_for": s.search_for,
                 "start_design": "one_knob_at_a_time" if self._starts_from_design(plan) else "sampler",  # as run
                 "start_combination": s.start_combination,
-                "patience_trials": "none" if s.patience_trials is None else s.patience_trials,
+                "patience_trials": "none" if (p := self._patience_trials(plan)) is None else p,  # as run
                 **{f"space.{k}": repr(d) for k, d in plan.space.distributions.items()}}
 
     def _report(self, study: optuna.Study, plan: Plan, sweep: tracking.Sweep, metric_names: list[str],

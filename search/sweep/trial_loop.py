@@ -61,6 +61,7 @@ class SweepRun:
     staging: bool = False  # throughput-only trials where the maths trained already (search/sweep/staging.py)
     started_s: float = field(default_factory=time.monotonic)
     started_unix_s: float = field(default_factory=time.time)  # the sampler's proposals since count (patience.py)
+    patience_trials: int | None = None  # the search's patience where it applies (search/sweep/patience.py)
     said: set[str] = field(default_factory=set)  # lines each trial repeats, said once (search/sweep/closing.py)
     configurations: set[tuple] | None = None  # the space's configurations, once counted (used_up)
 
@@ -83,10 +84,10 @@ class SweepRun:
     def search_over(self) -> str | None:
         """Why the search proposes no more trials, or None: the space is used up (used_up), or the sampler's
         proposals stopped making the answer faster (search/sweep/patience.py)."""
-        if (why := self.used_up()) is not None or not self.plan.for_answer:
+        if (why := self.used_up()) is not None or self.patience_trials is None:
             return why
         floor = accuracy_floor(self.study, self.settings.accuracy_tolerance)
-        return search_ended(self.study, floor, self.settings.patience_trials, self.started_unix_s)
+        return search_ended(self.study, floor, self.patience_trials, self.started_unix_s)
 
 
 def run_trials(run: SweepRun, hooks: SweepHooks, target: int) -> None:

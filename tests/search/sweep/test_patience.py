@@ -118,3 +118,19 @@ def test_a_sweep_ends_its_search_when_the_proposals_stop_paying_and_still_confir
     proposals = [t for t in searched if "fixed_params" not in t.system_attrs]
     assert len(proposals) >= 2  # the sampler had its trials
     assert "the answer" in said and "your configuration" in said  # confirmed: the panel
+
+
+def test_a_search_without_the_start_design_runs_every_trial(workdir):
+    """The GP's own random start-up (start_design=sampler) proposes trials that are not a search's end: the
+    patience does not apply, and every trial of n_trials runs."""
+    env = {"PYTHONPATH": pythonpath(TESTS.parent, TESTS)}
+    result = run_search("multirun", "objective=custom", "objective.callable=paced_objective:pruned_too_far",
+                        "hydra.sweeper.params=null", "model_pruning.ratio=choice(0.0,0.5,0.9)",
+                        "parallel.threads=choice(1,2)", "optim.lr=choice(0.001,0.002,0.005,0.01)",
+                        "hydra.sweeper.seed=0", "hydra.sweeper.n_trials=7", "hydra.sweeper.baseline_repeats=1",
+                        "hydra.sweeper.patience_trials=1", "hydra.sweeper.start_design=sampler",
+                        "hydra.sweeper.confirm_budget=0", "hydra.sweeper.study_name=nopatience", cwd=workdir, env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "patience:" not in result.stdout
+    trials = load_study(workdir, "nopatience").get_trials(deepcopy=False)
+    assert len([t for t in trials if t.user_attrs.get(ROLE_ATTR) not in ("confirm", "seed_check")]) == 7
