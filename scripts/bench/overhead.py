@@ -33,9 +33,15 @@ its memory and CPU (search/measure/cpu_telemetry.py) switched on and off in
 alternating 1.5 s blocks, and, as a third arm, the same sampler reading PSS
 at every 0.1 s sample as it did before issue 17; the ratio of each arm's
 throughput to the neighbouring "off" blocks cancels the machine's drift.
+A second A/B (`child_ab`) trains the same trial in this process, as the
+plain loop does, and in the sweep's isolated child forked from its
+forkserver, alternately, and compares their throughputs pair by pair: in
+this benchmark's runs of 2026-11-26 to 12-06 the sweep's trials trained
+0.995-1.030x as long as the loop's, and this tells the child's doing from
+the machine's.
 
     python scripts/bench/overhead.py            # 8 trials of ~10 s per runner -> docs/BENCHMARKS.md
-    python scripts/bench/overhead.py --quick    # 1 tiny trial per runner, a 6-block A/B, < 60 s
+    python scripts/bench/overhead.py --quick    # 1 tiny trial per runner, a 6-block A/B, 1 child pair, < 60 s
 """
 from __future__ import annotations
 
@@ -205,6 +211,29 @@ def trial_ab(cfg: dict, blocks: int) -> dict[str, float]:
         "blocks_per_arm": min(len(r) for r in ratios.values())}
 
 
+def child_ab(cfg: dict, pairs: int) -> dict[str, float]:
+    """The same trial trained in this process (as the plain loop trains it) and in the sweep's isolated child
+    (forked from its forkserver, search/trial/isolate.py), alternately (AB BA ...), each pair at its own
+    `train.seed`: the median of the paired throughput ratios, child over in-process (1.0: the child trains as
+    fast)."""
+    import statistics
+
+    import objectives
+    from search.trial.isolate import run_isolated
+
+    run_isolated(cfg, 600)  # the forkserver started and this process warm, as a sweep is after its first trial
+    objectives.run_trial(cfg)
+    ratios = []
+    for i in range(pairs):
+        trial = {**cfg, "train": {**cfg["train"], "seed": i}}
+        speeds = {}
+        for arm in ("in-process", "child") if i % 2 == 0 else ("child", "in-process"):
+            result = objectives.run_trial(trial).to_dict() if arm == "in-process" else run_isolated(trial, 600)
+            speeds[arm] = result["metrics"]["throughput_samples_per_s"]
+        ratios.append(speeds["child"] / speeds["in-process"])
+    return {"median": statistics.median(ratios), "low": min(ratios), "high": max(ratios), "pairs": float(pairs)}
+
+
 def summarise(run: dict, n: int) -> dict:
     trials = [t for t in run["trials"] if t["outcome"] == "ok"]
     if len(trials) != n:
@@ -226,7 +255,7 @@ def same_training(row: dict, loop: dict) -> float:
 
 
 def render(command: str, n: int, rounds: int, overrides: list[str], rows: dict[str, dict], load: tuple[str, str],
-           db_s: float, ab: dict[str, float]) -> str:
+           db_s: float, ab: dict[str, float], child: dict[str, float] | None = None) -> str:
     import datetime as dt
 
     ours, loop = rows["search"], rows["optuna loop"]
@@ -280,6 +309,14 @@ def render(command: str, n: int, rounds: int, overrides: list[str], rows: dict[s
              f"trial's page tables under its memory-map lock, at every 0.1 s sample) {ab[AB_ARMS[2]]:.3f}x."),
             "",
         ]
+    if child:
+        lines += [
+            (f"Does the isolated child slow a trial? The same trial in this process (as the plain loop trains it) "
+             f"and in the sweep's child forked from its forkserver, alternately, {child['pairs']:.0f} pairs: the "
+             f"child's throughput {child['median']:.3f}x the in-process one's (median of the pairs; "
+             f"{child['low']:.3f}-{child['high']:.3f})."),
+            "",
+        ]
     return "\n".join(lines)
 
 
@@ -293,6 +330,8 @@ def main(argv: list[str]) -> int:
                              "'search (baseline)', interleaved with the others")
     parser.add_argument("--ab-blocks", type=int, default=61,
                         help="1.5 s blocks of the trial A/B (half of them off); 0 skips it")
+    parser.add_argument("--child-pairs", type=int, default=8,
+                        help="pairs of the same trial in this process and in the sweep's isolated child; 0 skips it")
     parser.add_argument("--quick", action="store_true", help="1 tiny trial per runner; checks the benchmark works")
     parser.add_argument("--no-write", action="store_true", help="print only; leave docs/BENCHMARKS.md alone")
     parser.add_argument("--note", default="", help="a paragraph for the doc, e.g. what else ran on the machine")
@@ -358,6 +397,11 @@ def main(argv: list[str]) -> int:
         print("trial A/B, throughput with each sampler / without: "
               + "  ".join(f"{arm} {ab[arm]:.3f}" for arm in AB_ARMS[1:] if arm in ab)
               + f"  ({ab['blocks_per_arm']} blocks of {AB_BLOCK_S} s each)", flush=True)
+    child: dict[str, float] = {}
+    if args.child_pairs:
+        child = child_ab(cfg, 1 if args.quick else args.child_pairs)
+        print(f"trial in the sweep's isolated child / in this process, throughput: median {child['median']:.3f} "
+              f"({child['low']:.3f}-{child['high']:.3f}, {child['pairs']:.0f} pairs, alternating)", flush=True)
     load_after = load_averages()
     print(f"load average before {load_before}, after {load_after}")
     if not args.quick and not args.no_write:
@@ -365,7 +409,7 @@ def main(argv: list[str]) -> int:
         shown = ["BASELINE_CHECKOUT" if i and shown[i - 1] == "--baseline-tree" else a for i, a in enumerate(shown)]
         shown = [f"'{a}'" if " " in a else a for a in shown]
         command = "python scripts/bench/overhead.py" + "".join(f" {a}" for a in shown)
-        write_section(SECTION, render(command, n, rounds, overrides, rows, (load_before, load_after), db_s, ab)
+        write_section(SECTION, render(command, n, rounds, overrides, rows, (load_before, load_after), db_s, ab, child)
                       + (f"\n{args.note}\n" if args.note else ""))
         ours = rows["search"]["overhead"]
         update_summary("Service overhead", f"{ours:.1%} of a {n}-trial sweep, {rows['search']['steady']:.1%} per "

@@ -128,6 +128,8 @@ def test_overhead(tmp_path: Path) -> None:
     ratios = next(l for l in out.splitlines() if l.startswith("wall time against the plain loop's"))
     raw, same = ratios.split("search ", 1)[1].split()[:2]  # the raw ratio, then with the loop's training
     assert float(raw.rstrip("x")) > 0 and float(same.rstrip("x")) > 0, ratios
+    child = next(l for l in out.splitlines() if l.startswith("trial in the sweep's isolated child"))
+    assert float(child.split("median ", 1)[1].split()[0]) > 0, child  # the same trial in the child and here
 
 
 def test_logging_cost(tmp_path: Path) -> None:
