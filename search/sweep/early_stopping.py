@@ -160,9 +160,13 @@ def answer_bar(trials: Sequence[optuna.trial.FrozenTrial], floor: float, margin:
     lowered by `margin`, or by the spread of the baseline's own runs when this machine showed more noise than
     that (the confirmation reads its noise the same way, search/sweep/confirm.py); None while none has."""
     speeds = [t.user_attrs["metrics"][THROUGHPUT] for t in at_floor(trials, floor)]
-    base = [t.user_attrs["metrics"][THROUGHPUT] for t in trials
+    return max(speeds) * (1.0 - max(margin, spread(baseline_throughputs(trials)))) if speeds else None
+
+
+def baseline_throughputs(trials: Sequence[optuna.trial.FrozenTrial]) -> list[float]:
+    """The throughput of each of your configuration's runs that ended ok: this machine's noise as the sweep saw it."""
+    return [t.user_attrs["metrics"][THROUGHPUT] for t in trials
             if _measured(t) and t.user_attrs.get(ROLE_ATTR) == "baseline"]
-    return max(speeds) * (1.0 - max(margin, spread(base))) if speeds else None
 
 
 def probe_bar(trials: Sequence[optuna.trial.FrozenTrial], margin: float, startup_trials: int,

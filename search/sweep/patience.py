@@ -3,9 +3,10 @@
 Searching for the answer, the trials enqueued on purpose come first: your
 configuration's runs, the start design's one-knob moves, the moves taken
 halfway back and the moves that paid combined (search/sweep/start_design.py,
-start_combination.py). On the four measured grids (scripts/bench/search_efficiency.py,
-30 seeds each) those found the answer, within 3% of the fastest the whole
-search found, in every replay; in two default CPU sweeps of 2026-12-06 the
+start_combination.py). Replayed with this rule on the four measured grids
+(scripts/bench/search_efficiency.py, 30 seeds each), every replay still
+reached the target in as many trials as without it; in two default CPU
+sweeps of 2026-12-06 the
 GP's proposals after them trained 6 and 3 new sets of maths in full below
 the accuracy floor (22 and 11 s of 81 and 76 s) and never made the answer
 faster beyond noise. So the search ends once `hydra.sweeper.patience_trials`
@@ -19,7 +20,7 @@ starts the count again. `patience_trials=null` runs every one of `n_trials`.
 
 What it costs: a configuration the GP would have found only after three
 proposals that did not pay is not found. In three default sweeps beside the
-code before (docs/BENCHMARKS.md, 2026-12-06) the search took 22% less time
+code before (docs/BENCHMARKS.md, 2026-12-06) the whole sweep took 22% less time
 and every answer's interval overlapped the code before's, but one sweep
 answered without bf16 where the code before's had it (its start had
 combined bf16 with loader workers, this one's probe read bf16 just under
@@ -39,16 +40,13 @@ import optuna
 from optuna.trial import TrialState
 
 from search.sweep.answer import THROUGHPUT, noise_window
-from search.sweep.early_stopping import at_floor
+from search.sweep.early_stopping import at_floor, baseline_throughputs
 from search.sweep.roles import ROLE_ATTR
 
 
 def noise_of(trials: Sequence[optuna.trial.FrozenTrial]) -> float:
     """The confirmation's window (noise_window) over your configuration's runs among `trials`."""
-    base = [t.user_attrs["metrics"][THROUGHPUT] for t in trials
-            if t.user_attrs.get(ROLE_ATTR) == "baseline" and t.state == TrialState.COMPLETE
-            and t.user_attrs.get("outcome") == "ok" and THROUGHPUT in t.user_attrs.get("metrics", {})]
-    return noise_window(base)
+    return noise_window(baseline_throughputs(trials))
 
 
 def proposed(trial: optuna.trial.FrozenTrial) -> bool:
