@@ -537,9 +537,9 @@ def over_budget_note(base_run_s: float, run_s: list[float], check_s: list[float]
     least = minimum_s(base_run_s, run_s, check_s)
     if least <= budget_s:
         return ""
-    return (f"; its minimum, {MIN_ROUNDS} rounds and one check, takes ~{least:.0f} s, over the budget (each run's "
-            f"start-up is large against a short search; longer trials keep it inside, "
-            f"hydra.sweeper.confirm_budget=0 skips it)")
+    return (f"; its minimum, {MIN_ROUNDS} rounds and one check, takes ~{least:.0f} s, over the budget (a round "
+            f"costs each configuration's own timed run whatever the search's length, so a short search pays a "
+            f"larger share; longer trials keep it inside, hydra.sweeper.confirm_budget=0 skips it)")
 
 
 def within_budget(contenders: list[Contender], base_run_s: float, run_s: list[float], check_s: list[float],

@@ -17,7 +17,6 @@ Hydra registers it through the thin plugin in hydra_plugins/search_sweeper.
 from __future__ import annotations
 
 import importlib
-import os
 import random
 import shlex
 import sys
