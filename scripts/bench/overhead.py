@@ -37,8 +37,9 @@ A second A/B (`child_ab`) trains the same trial in this process, as the
 plain loop does, and in the sweep's isolated child forked from its
 forkserver, alternately, and compares their throughputs pair by pair: in
 this benchmark's runs of 2026-11-26 to 12-06 the sweep's trials trained
-0.995-1.030x as long as the loop's, and this tells the child's doing from
-the machine's.
+0.995-1.118x as long as the loop's (1.118x in a round where the machine
+slowed between the runners, the child A/B of the same run 0.990x), and this
+tells the child's doing from the machine's.
 
     python scripts/bench/overhead.py            # 8 trials of ~10 s per runner -> docs/BENCHMARKS.md
     python scripts/bench/overhead.py --quick    # 1 tiny trial per runner, a 6-block A/B, 1 child pair, < 60 s

@@ -24,8 +24,9 @@ staging (a cell whose maths an earlier trial of the replay trained in full
 is timed only, never stopped, and scored with that trial's accuracy:
 search/sweep/staging.py), the search's patience (search.sweep.patience:
 the replay ends once the sampler's proposals stop making the answer faster,
-after the start design, as the sweep applies it; random search runs without it), and search.sweep.outcome.score/tell. A trial's result is looked up in the table
-instead of trained, so 30 seeds take minutes, not days.
+after the start design, as the sweep applies it; random search runs without
+it), and search.sweep.outcome.score/tell. A trial's result is looked up in
+the table instead of trained, so 30 seeds take minutes, not days.
 
 The tables were measured once per cell on a shared machine, and their noise
 is larger than the effects sought: in digits_grid, the cells of one maths

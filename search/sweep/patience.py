@@ -6,16 +6,15 @@ halfway back and the moves that paid combined (search/sweep/start_design.py,
 start_combination.py). Replayed with this rule on the four measured grids
 (scripts/bench/search_efficiency.py, 30 seeds each), every replay still
 reached the target in as many trials as without it; in two default CPU
-sweeps of 2026-12-06 the
-GP's proposals after them trained 6 and 3 new sets of maths in full below
-the accuracy floor (22 and 11 s of 81 and 76 s) and never made the answer
+sweeps of 2026-12-06 the GP's proposals after them trained 6 and 3 new sets
+of maths in full below the accuracy floor (22 and 11 s of 81 and 76 s) and never made the answer
 faster beyond noise. So the search ends once `hydra.sweeper.patience_trials`
 trials the sampler proposed (not enqueued), launched since this sweep
 started, have ended in a row without making the fastest configuration at
 the floor faster by more than noise: the confirmation's window (10%, or
 the spread of your configuration's own runs when wider,
-search/sweep/answer.py noise_window), within which the search's one measurement each
-cannot tell configurations apart anyway. Any trial that does make it faster
+search/sweep/answer.py noise_window), within which the search's one
+measurement each cannot tell configurations apart anyway. Any trial that does make it faster
 starts the count again. `patience_trials=null` runs every one of `n_trials`.
 
 What it costs: a configuration the GP would have found only after three
