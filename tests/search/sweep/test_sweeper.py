@@ -55,8 +55,8 @@ def test_four_trials_land_in_optuna_and_mlflow_and_a_rerun_resumes(workdir: Path
                        "data_wait_fraction", "input_bound", "peak_rss_bytes", "flops_per_sample", "params_count"):
             assert metric in m, metric
         cpu_sampled.append("cpu_util_percent_mean" in m)
-        # samples per second, not per millisecond (~1 here) or per minute: a floor of 100 failed at 99.1 with three
-        # test files side by side on two cores, so 10 leaves room for a loaded machine
+        # samples per second, not per millisecond (~1 here): a floor of 100 failed at 99.1 with three test files
+        # side by side on two cores, so 10 leaves room for a loaded machine
         assert 10 < m["throughput_samples_per_s"] < 1e6 and 0 <= m["throughput_cv"] < 2
         assert 0 < m["step_time_p50_ms"] <= m["step_time_p95_ms"] < 10_000
         assert 0 <= m["data_wait_fraction"] <= 1 and m["input_bound"] in (0.0, 1.0)
