@@ -13,6 +13,11 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 TESTS = Path(__file__).resolve().parent  # the helper objectives (faulty_objective.py, ...) and servers.py
 
+# MLflow 3 sends usage telemetry by default (a request to its servers from each process that logs), and opts out by
+# itself only where it sees `CI` or, at its import, a running test: a test worker imports it while collecting. Off
+# for this process and every command, server and benchmark the tests start: nothing here reaches past loopback.
+os.environ["MLFLOW_DISABLE_TELEMETRY"] = "true"
+
 
 def pythonpath(*paths: Path | str) -> str:
     """A child's PYTHONPATH: `paths` (the repository by default) first, then this process's own, where

@@ -59,7 +59,9 @@ Other samplers are not wrapped (TPE reads constraints only through its own
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Mapping, Sequence
+import sys
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import optuna
@@ -88,6 +90,30 @@ def _ranked(dist: BaseDistribution) -> list[Any] | None:
     return sorted(dist.choices)
 
 
+@contextmanager
+def one_torch_thread() -> Iterator[None]:
+    """The GP's ask on one of torch's intra-op threads, torch's setting as it was after. Optuna limits its
+    kernel fit and its acquisition's optimisation so (optuna/_gp/thread_limiting.py), not the rest of an ask,
+    whose many small tensor operations otherwise wake one OpenMP thread per core: on a many-core GPU box, while
+    device slots train other trials, on every core those trials are timed on. The sweep's process computes
+    nothing else with torch while it asks (a user's in-process task runs after), and the trials' own processes
+    keep their own setting. Measured on 2 cores: scripts/bench/gp_threads.py, docs/BENCHMARKS.md.
+
+    It never imports torch (1.8 s of CPU on the first trial's critical path, where the GP fits nothing yet):
+    an ask before torch is imported, in this process or by the imports ahead (search/sweep/sweeper.py), runs
+    as Optuna runs it; that is at most the GP's first fit, which imports torch itself."""
+    torch = sys.modules.get("torch")
+    if torch is None or not hasattr(torch, "set_num_threads"):  # not imported, or still being imported
+        yield
+        return
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
 class GPView(WrappedSampler):
     def __init__(self, base: BaseSampler, floor: Floor | None, metric_names: Sequence[str],
                  stopped_unknown: bool = True, same_maths: bool = False, known: Known | None = None):
@@ -105,6 +131,11 @@ class GPView(WrappedSampler):
                         search_space: dict[str, BaseDistribution]) -> dict[str, Any]:
         if not search_space:
             return self.base.sample_relative(study, trial, search_space)
+        with one_torch_thread():
+            return self._sample_relative(study, trial, search_space)
+
+    def _sample_relative(self, study: optuna.Study, trial: FrozenTrial,
+                         search_space: dict[str, BaseDistribution]) -> dict[str, Any]:
         ranks = {name: r for name, d in search_space.items() if (r := _ranked(d)) is not None}
         floor = self._floor(study) if self._floor is not None else None
         view = _View(study, ranks, floor, self._throughput, self._accuracy, self._stopped_unknown,

@@ -132,6 +132,17 @@ def test_overhead(tmp_path: Path) -> None:
     assert float(child.split("median ", 1)[1].split()[0]) > 0, child  # the same trial in the child and here
 
 
+def test_gp_threads(tmp_path: Path) -> None:
+    """One GP ask per arm, torch's default threads and the sweep's one, each with its wall and CPU seconds."""
+    out = bench("gp_threads.py", cwd=tmp_path)
+    rows = [line for line in out.splitlines() if line.startswith("| 11 |")]
+    assert [r.split("|")[2].strip() for r in rows] == ["2", "1 and a constraint"], out
+    for row in rows:
+        for cell in row.split("|")[4:6]:
+            wall, cpu = (float(x) for x in cell.split("/"))
+            assert wall > 0 and cpu > 0, row
+
+
 def test_logging_cost(tmp_path: Path) -> None:
     """Every trial's MLflow run is opened and closed through the timed calls."""
     out = bench("logging_cost.py", cwd=tmp_path)

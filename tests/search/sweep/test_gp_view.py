@@ -15,6 +15,7 @@ from search.sweep.baseline import accuracy_floor
 from search.sweep.outcome import Scored, tell
 from search.sweep.roles import ROLE_ATTR, enqueue
 from search.sweep.rule_sampler import RuleAwareSampler
+from conftest import cli_env
 
 METRICS = ["throughput_samples_per_s", "val_accuracy"]
 DIRECTIONS = ["maximize", "maximize"]
@@ -130,3 +131,38 @@ def test_a_stopped_trial_whose_maths_trained_is_shown_with_that_accuracy():
     assert list(shown.constraints.values())[-1] == pytest.approx(floor - 0.80)
     assert all(v == 0.0 for v in list(shown.constraints.values())[:-1])
     assert all(v == 0.0 for v in _View(study, {}, floor, 0, 1).get_trials()[-1].constraints.values())  # not ours
+
+
+def test_the_gp_asks_on_one_torch_thread_and_leaves_the_setting_as_it_was():
+    """Optuna's GPSampler limits torch's threads in its fit and its acquisition's optimisation only; the view's
+    whole ask runs on one (search/sweep/gp_view.py one_torch_thread), and torch's setting is as it was after."""
+    import torch
+
+    class Seeing(GPSampler):  # a real GPSampler that notes torch's threads when it is asked
+        threads: list[int] = []
+
+        def sample_relative(self, study, trial, search_space):
+            self.threads.append(torch.get_num_threads())
+            return super().sample_relative(study, trial, search_space)
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        study = sweep(gp_view(Seeing(seed=0, n_startup_trials=3), "answer", METRICS, DIRECTIONS, 0.005), 6)
+        assert torch.get_num_threads() == 2
+        assert len(Seeing.threads) >= 3 and set(Seeing.threads) == {1}, Seeing.threads
+        assert all(t.state == optuna.trial.TrialState.COMPLETE for t in study.trials)
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_the_one_thread_limit_never_imports_torch():
+    """The first trial's asks (nothing to fit yet) must not pay torch's import in the sweep's process."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from search.sweep.gp_view import one_torch_thread\n"
+            "with one_torch_thread(): pass\n"
+            "print('torch' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=cli_env())
+    assert done.returncode == 0 and done.stdout.split() == ["False"], done.stdout + done.stderr
