@@ -94,8 +94,8 @@ def _ranked(dist: BaseDistribution) -> list[Any] | None:
 def one_torch_thread() -> Iterator[None]:
     """The GP's ask on one of torch's intra-op threads, torch's setting as it was after. Optuna limits its
     kernel fit and its acquisition's optimisation so (optuna/_gp/thread_limiting.py), not the rest of an ask,
-    whose many small tensor operations otherwise wake one OpenMP thread per core: on a many-core GPU box, while
-    device slots train other trials, on every core those trials are timed on. The sweep's process computes
+    whose many small tensor operations otherwise wake one OpenMP thread per core: on a many-core GPU box every
+    core, those the other device slots' trials are being timed on among them. The sweep's process computes
     nothing else with torch while it asks (a user's in-process task runs after), and the trials' own processes
     keep their own setting. Measured on 2 cores: scripts/bench/gp_threads.py, docs/BENCHMARKS.md.
 
