@@ -4,9 +4,9 @@ Optuna's GPSampler limits torch to one thread for its kernel fit and its
 acquisition's optimisation (optuna/_gp/thread_limiting.py), not for the rest
 of an ask; the sweep asks on one thread throughout
 (search/sweep/gp_view.py `one_torch_thread`). This times one ask of a
-GPSampler on a study of N random trials of the default space's shape
-(six knobs; two objectives, or one with a constraint as the answer's view
-shows it), the two arms alternating ask by ask so that drift hits both, with
+GPSampler on a study of N random trials of the default space as the GP
+sees it (seven knobs; two objectives, or one with a constraint as the
+answer's view shows it), the two arms alternating ask by ask so that drift hits both, with
 `--busy K` processes spinning beside it the way device slots' trials keep
 cores busy while the sweep asks. Wall and CPU seconds are the asking
 process's own (every thread of it).
@@ -33,12 +33,15 @@ import torch  # noqa: E402
 
 from search.sweep.gp_view import one_torch_thread  # noqa: E402
 
-SPACE = {"batch_size": optuna.distributions.IntDistribution(0, 4),
-         "loader.num_workers": optuna.distributions.IntDistribution(0, 4),
+# conf/search/default.yaml's seven knobs as the GP is shown them (search/sweep/gp_view.py): numeric choices as
+# their ranks, the others as categories
+SPACE = {"batch_size": optuna.distributions.IntDistribution(0, 3),
+         "loader.num_workers": optuna.distributions.IntDistribution(0, 2),
+         "loader.persistent_workers": optuna.distributions.CategoricalDistribution([False, True]),
          "precision": optuna.distributions.CategoricalDistribution(["fp32", "bf16"]),
-         "model_pruning.ratio": optuna.distributions.FloatDistribution(0.0, 0.7),
-         "parallel.threads": optuna.distributions.IntDistribution(1, 2),
-         "loader.pin_memory": optuna.distributions.CategoricalDistribution([False, True])}
+         "model_pruning.ratio": optuna.distributions.IntDistribution(0, 2),
+         "parallel.devices": optuna.distributions.IntDistribution(0, 1),
+         "parallel.threads": optuna.distributions.IntDistribution(0, 1)}
 ARMS = {"torch's default threads": contextlib.nullcontext, "one thread (the sweep's)": one_torch_thread}
 
 
