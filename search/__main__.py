@@ -79,9 +79,16 @@ def main(argv: list[str] | None = None) -> None:
 
 def run_hydra(command: str, rest: list[str]) -> None:
     from search.errors import BadInput, Interrupted, exit_bad_input
+    from search.measure.nvml import pin_cuda_device_order
     from search.sweep import interrupt
 
     try:
+        pin_cuda_device_order()  # before Hydra, the forkserver or any trial: children inherit it
+        if "--multirun" in COMMANDS[command] and trials_run_here(rest):
+            from search.trial.isolate import warm_up
+
+            warm_up()  # the trials' forkserver imports torch while the command line is checked, Hydra composes
+            # and the sweeper sets up; stopped at the exit when the check refuses the command line
         rest = hydra_arguments(command, rest)
     except BadInput as err:
         exit_bad_input(err)
@@ -92,10 +99,6 @@ def run_hydra(command: str, rest: list[str]) -> None:
     from search.trial.app import task
 
     interrupt.install()  # SIGINT, SIGTERM: one clean, bounded stop, whatever follows
-    if "--multirun" in COMMANDS[command] and trials_run_here(rest):
-        from search.trial.isolate import warm_up
-
-        warm_up()  # the trials' forkserver imports torch while Hydra composes and the sweeper sets up
     sys.argv = [sys.argv[0], *hydra_flags(command, rest), *rest]
     try:
         hydra.main(config_path=str(conf_dir()), config_name="config", version_base="1.3")(task)()
@@ -118,11 +121,9 @@ def hydra_arguments(command: str, rest: list[str], gpu_facts: GpuFacts | None = 
     objective.val_batches=...) are checked against the config the sweep will compose."""
     from search.commands.gpu_default import gpu_default
     from search.commands.precheck import check_command_line
-    from search.measure.nvml import pin_cuda_device_order
 
     if command == "run":
         rest = exported_overrides(rest)
-    pin_cuda_device_order()  # before Hydra, the forkserver or any trial: children inherit it
     if command == "multirun":
         rest = [*rest, *gpu_default(rest, gpu_facts)]  # a GPU and no objective=/search=: measure the GPU
     rest = check_command_line(rest, one_trial=command == "run")
@@ -142,15 +143,23 @@ def shows_configuration(rest: list[str]) -> bool:
 def trials_run_here(rest: list[str]) -> bool:
     """Whether a sweep's trials will be forked in this process, as far as the command line tells: not when it
     asks Hydra to show something, names another launcher (its trials run in that launcher's processes) or
-    another config (which may). Then the forkserver starts before Hydra composes the sweep's config, 0.78-0.88 s
-    after the process starts instead of 0.95-0.99 s from its callback (search/trial/app.py WarmUp, which still
-    starts it when this did not; 3 runs each, 2 cores): the first trial had waited 0.20-0.47 s for it after the
-    sweep had set itself up, and now waits none."""
+    another config (which may); not when the command line does not parse either (its check says why). Then the
+    forkserver starts before the command line is checked and Hydra composes the sweep's config: 0.78-0.88 s after
+    the process started when it started after the check, instead of 0.95-0.99 s from its callback
+    (search/trial/app.py WarmUp, which still starts it when this did not; 3 runs each, 2 cores), and the first
+    trial had waited 0.20-0.47 s for it after the sweep had set itself up before that."""
+    import argparse
+
     from hydra._internal.utils import get_args_parser
 
-    parsed = get_args_parser().parse_args(rest)
-    if shows_configuration(rest) or parsed.help or parsed.hydra_help or parsed.config_dir or parsed.config_path \
-            or parsed.config_name or parsed.experimental_rerun:
+    parser = get_args_parser()
+    parser.exit_on_error = False
+    try:
+        parsed = parser.parse_known_args(rest)[0]
+    except argparse.ArgumentError:  # the command line's check says what is wrong with it
+        return False
+    if parsed.cfg or parsed.info or parsed.shell_completion or parsed.help or parsed.hydra_help \
+            or parsed.config_dir or parsed.config_path or parsed.config_name or parsed.experimental_rerun:
         return False
     return not any(o.lstrip("+~").startswith(("hydra/launcher", "hydra.launcher")) for o in parsed.overrides)
 

@@ -84,6 +84,7 @@ class SweeperImpl:
         self._warming: Any = None  # the forkserver's warm-up thread, when trials run here
         self._sampler_imports: tuple[str, ...] = ()  # what the sampler imports at its first model-based ask
         self._importing: threading.Thread | None = None  # _import_ahead's thread
+        self._import_wanted = False  # the trials run in this process's forkserver: import ahead once one runs
         self._imported_enough = threading.Event()  # which stops at its next module when set
 
     def setup(self, *, hydra_context: Any, task_function: Any, config: DictConfig) -> None:
@@ -145,7 +146,7 @@ class SweeperImpl:
             with SweepProgress(self.settings.n_trials + extra, metric_names) as progress, \
                     Heartbeat(study, on_beat=lambda: workers.beat(study)) as heartbeat:
                 run = SweepRun(self.settings, self.jobs, plan, study, sweep, progress, heartbeat, self.rng,
-                               self.failure_policy, self._wait_for_forkserver,
+                               self.failure_policy, self._wait_for_forkserver, self._trial_running,
                                staging=self.settings.staging and staging_applies(plan, self.jobs),
                                patience_trials=self._patience_trials(plan))
                 try:
@@ -465,11 +466,17 @@ class SweeperImpl:
 
     def _wait_for_forkserver(self) -> None:
         if self._warming is not None:
-            # Now, while this process waits on the forkserver and then on its first trial, not between two
-            # trials or after the last: what the sampler imports at its first model-based ask, and the report's.
-            self._importing = _import_ahead(self._sampler_imports, self.settings.report, self._imported_enough)
             self._warming.join()
             self._warming = None
+            self._import_wanted = True
+
+    def _trial_running(self) -> None:
+        """A trial was launched: what the sampler imports at its first model-based ask, and the report's, are
+        imported ahead from now on, while this process waits on its first trial; not between two trials or
+        after the last, and not before the first trial runs, where the imports' thread took the GIL from the
+        first trial's proposal (its config composed, its MLflow run made)."""
+        if self._import_wanted and self._importing is None:
+            self._importing = _import_ahead(self._sampler_imports, self.settings.report, self._imported_enough)
 
 
 def _import_ahead(modules: tuple[str, ...], plots: bool, enough: threading.Event) -> threading.Thread:

@@ -57,6 +57,7 @@ class SweepRun:
     rng: random.Random
     failure_policy: FailurePolicy
     wait_for_forkserver: Callable[[], None] = lambda: None
+    trial_running: Callable[[], None] = lambda: None  # called after each launch (the sweeper's imports ahead)
     outcomes: list[str] = field(default_factory=list)
     staging: bool = False  # throughput-only trials where the maths trained already (search/sweep/staging.py)
     started_s: float = field(default_factory=time.monotonic)
@@ -208,6 +209,7 @@ def _run_slots(run: SweepRun, budget: int, deadline: float | None, enqueued: boo
                 ret = run.jobs.run_composed(launch.job_config)
             else:
                 ret = run.jobs.launch([launch.overrides + [f"trial.visible_devices='{visible}'"]])[0]
+        run.trial_running()
         return ret.return_value if ret.status == JobStatus.COMPLETED else result_of(ret)
 
     def finish(launch: slots.Launch, result: Any) -> bool:
