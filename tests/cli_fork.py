@@ -45,6 +45,10 @@ for module in GP_IMPORTS:
     importlib.import_module(module)
 from search.reports.plots import preload
 preload()
+# And MLflow's SQL store, which every test's sweep (MLflow on SQLite) imports and maps at its first contact
+# (search/tracking/mlflow_client.py check_reachable): 1 s of CPU a sweep on 2 cores.
+import mlflow.store.tracking.sqlalchemy_store, sqlalchemy.orm
+sqlalchemy.orm.configure_mappers()
 own_path = set(filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))) | {"", os.getcwd()}
 base_path = [p for p in sys.path if p not in own_path]
 driver_path = {os.getcwd(), *filter(None, sys.path)}  # where the imports above came from
