@@ -160,7 +160,7 @@ def test_the_imports_ahead_start_once_the_first_trial_runs(tmp_path: Path, empty
             f"    open({str(seen)!r}, 'w').write(json.dumps(calls))\n")
     env = {**os.environ, "PYTHONPATH": pythonpath(), "SEARCH_GPU_DEFAULT": "0",
            "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path}/mlflow.db"}
-    out = subprocess.run([sys.executable, "-c", code, "multirun", "hydra.sweeper.n_trials=2",
+    out = subprocess.run([sys.executable, "-c", code, "multirun", "hydra.sweeper.n_trials=1",
                           "hydra.sweeper.baseline_repeats=0", "hydra.sweeper.report=false", "train.budget_samples=600",
                           "train.warmup_steps=1", "train.window_steps=2"],
                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
