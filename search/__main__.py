@@ -17,6 +17,8 @@ import sys
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from argparse import Namespace
+
     from search.commands.gpu_default import GpuFacts
 
 USAGE = """usage: python -m search {multirun,run,nightly} [hydra overrides ...]
@@ -136,7 +138,11 @@ def shows_configuration(rest: list[str]) -> bool:
     """--cfg, --info or --shell-completion: Hydra shows a configuration, which it refuses with --multirun."""
     from hydra._internal.utils import get_args_parser
 
-    parsed = get_args_parser().parse_args(rest)
+    return _shows(get_args_parser().parse_args(rest))
+
+
+def _shows(parsed: Namespace) -> bool:
+    """Hydra's parsed command line asks it to show a configuration."""
     return bool(parsed.cfg or parsed.info or parsed.shell_completion)
 
 
@@ -157,8 +163,8 @@ def trials_run_here(rest: list[str]) -> bool:
         parsed = parser.parse_known_args(rest)[0]
     except argparse.ArgumentError:  # the command line's check says what is wrong with it
         return False
-    if parsed.cfg or parsed.info or parsed.shell_completion or parsed.help or parsed.hydra_help \
-            or parsed.config_dir or parsed.config_path or parsed.config_name or parsed.experimental_rerun:
+    if _shows(parsed) or parsed.help or parsed.hydra_help or parsed.config_dir or parsed.config_path \
+            or parsed.config_name or parsed.experimental_rerun:
         return False
     return not any(o.lstrip("+~").startswith(("hydra/launcher", "hydra.launcher")) for o in parsed.overrides)
 

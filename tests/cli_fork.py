@@ -46,7 +46,7 @@ for module in GP_IMPORTS:
 from search.reports.plots import preload
 preload()
 # And MLflow's SQL store, which every test's sweep (MLflow on SQLite) imports and maps at its first contact
-# (search/tracking/mlflow_client.py check_reachable): 1 s of CPU a sweep on 2 cores.
+# (search/tracking/mlflow_client.py check_reachable): 0.9-1.1 s of a sweep on 2 cores (timers in 5 sweeps).
 import mlflow.store.tracking.sqlalchemy_store, sqlalchemy.orm
 sqlalchemy.orm.configure_mappers()
 own_path = set(filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))) | {"", os.getcwd()}

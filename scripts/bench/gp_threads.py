@@ -5,7 +5,7 @@ acquisition's optimisation (optuna/_gp/thread_limiting.py), not for the rest
 of an ask; the sweep asks on one thread throughout
 (search/sweep/gp_view.py `one_torch_thread`). This times one ask of a
 GPSampler on a study of N random trials of the default space as the GP
-sees it (seven knobs; two objectives, or one with a constraint as the
+sees it (conf/search/default.yaml's seven knobs; two objectives, or one with a constraint as the
 answer's view shows it), the two arms alternating ask by ask so that drift hits both, with
 `--busy K` processes spinning beside it the way device slots' trials keep
 cores busy while the sweep asks. Wall and CPU seconds are the asking
@@ -30,18 +30,23 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import optuna  # noqa: E402
 import torch  # noqa: E402
+from omegaconf import OmegaConf  # noqa: E402
 
-from search.sweep.gp_view import one_torch_thread  # noqa: E402
+from search.sweep.gp_view import _ranked, one_torch_thread  # noqa: E402
+from search.sweep.space import build_space  # noqa: E402
 
-# conf/search/default.yaml's seven knobs as the GP is shown them (search/sweep/gp_view.py): numeric choices as
-# their ranks, the others as categories
-SPACE = {"batch_size": optuna.distributions.IntDistribution(0, 3),
-         "loader.num_workers": optuna.distributions.IntDistribution(0, 2),
-         "loader.persistent_workers": optuna.distributions.CategoricalDistribution([False, True]),
-         "precision": optuna.distributions.CategoricalDistribution(["fp32", "bf16"]),
-         "model_pruning.ratio": optuna.distributions.IntDistribution(0, 2),
-         "parallel.devices": optuna.distributions.IntDistribution(0, 1),
-         "parallel.threads": optuna.distributions.IntDistribution(0, 1)}
+REPO = Path(__file__).resolve().parents[2]
+
+
+def gp_space() -> dict[str, optuna.distributions.BaseDistribution]:
+    """conf/search/default.yaml's knobs as the GP is shown them (search/sweep/gp_view.py): numeric choices as
+    their ranks, the others as categories."""
+    params = OmegaConf.to_container(OmegaConf.load(REPO / "conf" / "search" / "default.yaml").params)
+    return {name: optuna.distributions.IntDistribution(0, len(ranks) - 1) if (ranks := _ranked(d)) is not None else d
+            for name, d in build_space(params, []).distributions.items()}
+
+
+SPACE = gp_space()
 ARMS = {"torch's default threads": contextlib.nullcontext, "one thread (the sweep's)": one_torch_thread}
 
 
