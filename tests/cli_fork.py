@@ -147,6 +147,10 @@ class ForkedRun:
         self.wait(timeout)
         return self._out.read_text(), self._err.read_text()
 
+    def stdout_so_far(self) -> str:
+        """What the run has printed until now, while it runs."""
+        return self._out.read_text()
+
     def send_signal(self, signum: int) -> None:
         if self.poll() is None:  # not reaped yet, so the pid is still this run's
             os.kill(self.pid, signum)

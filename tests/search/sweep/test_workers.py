@@ -248,7 +248,7 @@ def test_two_nightly_workers_top_up_once_on_the_worker_that_confirmed(workdir: P
             "hydra.sweeper.study_name=n", "objective=custom", "objective.callable=paced_objective:objective",
             "hydra.sweeper.params=null", "batch_size=choice(64,128)", f"hydra.sweeper.n_trials={n}",  # 128: 2x 64's
             "hydra.sweeper.nightly.repeats=6",  # 6: more than the search ran
-            f"hydra.sweep.dir=multirun/{i}", "+pace.step_ms=400",  # 7 steps: about 3 s a trial
+            f"hydra.sweep.dir=multirun/{i}", "+pace.step_ms=200",  # 7 steps: about 1.5 s a trial
             cwd=workdir, env={**env, "PACE_GATE_FILE": str(gate)} if held else env)
 
     def registered() -> int:
@@ -308,8 +308,10 @@ def test_a_worker_that_joins_during_the_confirmation_waits_and_takes_none_of_its
     url = f"sqlite:///{workdir}/join.db"
     env = {**os.environ, "PYTHONPATH": pythonpath(REPO, TESTS),
            "MLFLOW_TRACKING_URI": f"sqlite:///{workdir}/mlflow.db", "COLUMNS": "300"}
+    gate = workdir / "gate"  # open while it exists: the first worker's trials wait for it before their steps
+    gate.touch()
 
-    def worker(i: int, n_trials: int, *extra: str) -> ForkedRun:
+    def worker(i: int, n_trials: int, *extra: str, gated: bool = False) -> ForkedRun:
         # 3 start moves (the speed-only ones first), 2 with room after the baseline's 2 runs: the third, batch 32,
         # is left for the study's next sweep
         return start_search(
@@ -317,13 +319,13 @@ def test_a_worker_that_joins_during_the_confirmation_waits_and_takes_none_of_its
             "hydra.sweeper.study_name=join", "objective=custom", "objective.callable=paced_objective:objective",
             "hydra.sweeper.params=null", "batch_size=choice(32,64)", "loader.num_workers=choice(0,1)",
             "parallel.threads=choice(1,2)",
-            "+pace.step_ms=700", f"hydra.sweeper.n_trials={n_trials}", f"hydra.sweep.dir=multirun/{i}", *extra,
-            cwd=workdir, env=env)
+            "+pace.step_ms=200", f"hydra.sweeper.n_trials={n_trials}", f"hydra.sweep.dir=multirun/{i}", *extra,
+            cwd=workdir, env={**env, "PACE_GATE_FILE": str(gate)} if gated else env)
 
     def confirming(study: optuna.Study) -> bool:
         return any(t.user_attrs.get(ROLE_ATTR) == "confirm" for t in study.get_trials(deepcopy=False))
 
-    first = worker(0, 4)
+    first = worker(0, 4, gated=True)
     deadline = time.monotonic() + 300
     study = None
     while time.monotonic() < deadline and first.poll() is None:
@@ -333,9 +335,15 @@ def test_a_worker_that_joins_during_the_confirmation_waits_and_takes_none_of_its
             pass
         if study is not None and confirming(study):
             break
-        time.sleep(0.2)
+        time.sleep(0.1)
+    # The confirmation's next round waits at the gate until the second worker, however slowly it starts (a loaded
+    # machine), has joined and is waiting: the confirmation cannot end before the joiner arrives.
+    gate.unlink()
     assert first.poll() is None and study is not None and confirming(study), "the first worker never confirmed"
     second = worker(1, 1, "hydra.sweeper.confirm_budget=0")
+    while "waiting: worker" not in second.stdout_so_far() and second.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    gate.touch()
     outs = []
     for proc in (first, second):
         out, err = proc.communicate(timeout=600)
