@@ -26,7 +26,8 @@ STEPS = 6  # timed steps, after one untimed warm-up step (a fresh process's firs
 
 def _wait_for_gate() -> None:
     """Hold the trial, before its timed steps, until the file named by PACE_GATE_FILE exists (when it is set):
-    a test that needs one worker still searching while another starts and ends opens the gate after that."""
+    a test that needs one worker held while another starts (and ends, or waits for it) opens the gate after that;
+    removing the file closes it again for the trials that start later."""
     import os
 
     gate = os.environ.get("PACE_GATE_FILE")
