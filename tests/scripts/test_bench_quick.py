@@ -119,7 +119,8 @@ def test_grid_by_parts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_overhead(tmp_path: Path) -> None:
     """The three runners each run their trial and split wall time into inside and outside; the sweep's wall
-    time is compared with the loop's as it is and with the loop's training in place of its own."""
+    time is compared with the loop's as it is and with the loop's training in place of its own; the trial A/B of
+    the sweep's CPU sampler and the child A/B each give their ratio."""
     out = bench("overhead.py", cwd=tmp_path)
     for runner in ("search", "optuna loop", "spawn"):
         line = next(l for l in out.splitlines() if l.startswith(runner))
@@ -130,6 +131,9 @@ def test_overhead(tmp_path: Path) -> None:
     assert float(raw.rstrip("x")) > 0 and float(same.rstrip("x")) > 0, ratios
     child = next(l for l in out.splitlines() if l.startswith("trial in the sweep's isolated child"))
     assert float(child.split("median ", 1)[1].split()[0]) > 0, child  # the same trial in the child and here
+    ab = next(l for l in out.splitlines() if l.startswith("trial A/B, throughput with each sampler / without:"))
+    # each arm of the sampler A/B against the 'off' blocks beside it
+    assert numbers_after(ab, ": sampler") > 0 and numbers_after(ab, "(before)") > 0, ab
 
 
 def test_gp_threads(tmp_path: Path) -> None:
