@@ -211,28 +211,12 @@ def exported_overrides(rest: list[str]) -> list[str]:
     return [line for path in files for line in read_overrides(Path(path))] + kept
 
 
-def quick_exit_collection() -> None:
-    """Python's exit collects garbage over every object torch, MLflow, scipy and the plotting modules
-    made, at every step of its module teardown: 2.4 s from a sweep's last line to its exit on 2 cores.
-    Collected once here instead, then frozen, so that those collections skip what is left: 0.65 s.
-    Garbage is still finalised (the collection here), and the exit handlers, the flushing of streams
-    and the teardown itself run as they would."""
-    import gc
-
-    gc.collect()
-    gc.freeze()
-
-
 if __name__ == "__main__":
-    from search.leave import leave_now_if_importing, take_the_exit
+    from search.leave import leave, take_the_exit
 
     take_the_exit()
     try:
         main()
     except SystemExit as done:
-        leave_now_if_importing(done.code)
-        raise
-    else:
-        leave_now_if_importing(0)
-    finally:
-        quick_exit_collection()
+        leave(done.code)
+    leave(0)
