@@ -336,10 +336,10 @@ def test_a_worker_that_joins_during_the_confirmation_waits_and_takes_none_of_its
         if study is not None and confirming(study):
             break
         time.sleep(0.1)
+    assert first.poll() is None and study is not None and confirming(study), "the first worker never confirmed"
     # The confirmation's next round waits at the gate until the second worker, however slowly it starts (a loaded
     # machine), has joined and is waiting: the confirmation cannot end before the joiner arrives.
     gate.unlink()
-    assert first.poll() is None and study is not None and confirming(study), "the first worker never confirmed"
     second = worker(1, 1, "hydra.sweeper.confirm_budget=0")
     while "waiting: worker" not in second.stdout_so_far() and second.poll() is None and time.monotonic() < deadline:
         time.sleep(0.2)
