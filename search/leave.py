@@ -51,17 +51,17 @@ def exit_is_ours() -> bool:
 
 def leave(code: object) -> NoReturn:
     """End the process with exit status `code` (SystemExit's: an int, None for 0, anything else printed to stderr
-    and 1, as Python does) after threading's exit hooks (executors join their workers), the other non-daemon
+    first and 1, as Python does) after threading's exit hooks (executors join their workers), the other non-daemon
     threads (the imports ahead at most SETTLE_S), the exit handlers (logging's flush and multiprocessing's
     finalisers among them) and the streams' flush; the interpreter's teardown is skipped."""
+    if code is not None and not isinstance(code, int):
+        print(code, file=sys.stderr)
     for hook in reversed(getattr(threading, "_threading_atexits", [])):  # what threading._shutdown runs first
         hook()
     me = threading.current_thread()
     for t in threading.enumerate():
         if t is not me and not t.daemon:
             t.join(SETTLE_S if t.name == IMPORT_AHEAD_THREAD else None)
-    if code is not None and not isinstance(code, int):
-        print(code, file=sys.stderr)
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
         try:

@@ -51,7 +51,7 @@ def test_a_message_for_the_exit_is_printed_and_the_status_is_1() -> None:
     assert child.returncode == 1 and child.stderr.strip() == "search: no such thing", child.stderr
 
 
-def test_python_m_search_leaves_through_it_with_the_commands_status_and_output() -> None:
+def test_python_m_search_keeps_the_commands_status_and_output() -> None:
     env = {"PYTHONPATH": pythonpath()}
     usage = subprocess.run([sys.executable, "-m", "search", "--help"], capture_output=True, text=True, timeout=60,
                            env=env)
