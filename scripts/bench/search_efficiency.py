@@ -553,12 +553,13 @@ def replay(table: Table, name: str, seed: int, floor: float, target: float, min_
 
     import optuna
 
+    from search.record import ACCURACY_FROM_ATTR, METRIC_NAMES_ATTR, START_ATTR, STOPPED_EARLY
     from search.sweep.constraints import parse_constraints
     from search.sweep.gp_view import gp_view
     from search.sweep.baseline import accuracy_floor
     from search.sweep.early_stopping import probe_bar, tell_stopped
     from search.sweep.no_repeat import ask_unseen
-    from search.sweep.outcome import STOPPED_EARLY, score, tell
+    from search.sweep.outcome import score, tell
     from search.sweep.patience import search_ended
     from search.sweep.per_second import Known
     from search.sweep.roles import enqueue
@@ -566,10 +567,9 @@ def replay(table: Table, name: str, seed: int, floor: float, target: float, min_
     from search.sweep.settled import at_floor, below_floor
     from search.sweep.space import build_space
     from search.sweep.start_combination import enqueue_next
-    from search.sweep.staging import ACCURACY_FROM_ATTR, SPEED_ONLY, maths_key
-    from search.sweep.start_design import (START_ATTR, WORK_NEUTRAL, enqueue_start, one_knob_at_a_time,
-                                           starts_from_design)
-    from search.sweep.study import METRIC_NAMES_ATTR, make_sampler
+    from search.sweep.staging import SPEED_ONLY, maths_key
+    from search.sweep.start_design import WORK_NEUTRAL, enqueue_start, one_knob_at_a_time, starts_from_design
+    from search.sweep.study import make_sampler
 
     dists = build_space(table.space, []).distributions
 

@@ -23,6 +23,7 @@ def main() -> int:
     from optuna.storages import JournalStorage
     from optuna.storages.journal import JournalFileBackend
 
+    from search.record import ANSWER_ATTR, BASELINE, role
     from search.sweep.reproduce import job_overrides
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -33,8 +34,8 @@ def main() -> int:
     [name] = optuna.get_all_study_names(storage)
     study = optuna.load_study(study_name=name, storage=storage)
     trials = study.get_trials(deepcopy=False)
-    answer = study.user_attrs.get("search.answer") or {}
-    baseline = [t for t in trials if t.user_attrs.get("search.trial_role") == "baseline"]
+    answer = study.user_attrs.get(ANSWER_ATTR) or {}
+    baseline = [t for t in trials if role(t) == BASELINE]
     contender = None
     if answer and not answer.get("is_baseline"):
         contender = answer["overrides"]

@@ -38,27 +38,28 @@ import yaml
 from search.commands.report import add_study_arguments, open_study
 from search.errors import BadInput, exit_bad_input
 from search.measure import fingerprint
+from search.record import (ACCURACY, ACCURACY_FROM_ATTR, ANSWER_ATTR, APP_ATTR, CONFIRMATION_ROLES, FIXED_ATTR,
+                           NIGHTLY_ROLE_ATTR, ROLE_ATTR, THROUGHPUT, Answer, Contender, metrics, role)
 from search.reports.choose import best, candidates, key, measured_ok
 from search.sweep.constraints import parse_constraints
-from search.sweep.answer import ACCURACY, ANSWER_ATTR, THROUGHPUT, Answer, Contender, eligible, seed_differences
+from search.sweep.answer import eligible, seed_differences
 from search.sweep.baseline import accuracy_floor, baseline_accuracy, baseline_trials, recorded_tolerance
-from search.sweep.fixed_config import CONSTRAINTS_KEY, FIXED_ATTR
-from search.sweep.roles import CONFIRMATION_ROLES, NIGHTLY_ROLE_ATTR, ROLE_ATTR
-from search.sweep.staging import ACCURACY_FROM_ATTR, maths_key
+from search.sweep.fixed_config import CONSTRAINTS_KEY
+from search.sweep.staging import maths_key
 from search.sweep.sweep_settings import SweepSettings
-from search.sweep.reproduce import OVERRIDES, job_overrides, paste_line
-from search.sweep.study import APP_ATTR, OUR_APP, study_metrics
+from search.sweep.reproduce import job_overrides, paste_line
+from search.sweep.study import OUR_APP, study_metrics
 
 
 def read_overrides(path: Path) -> list[str]:
     """The `overrides` of an exported file (`python -m search run --from FILE`)."""
     try:
-        overrides = yaml.safe_load(path.read_text()).get(OVERRIDES)
+        overrides = yaml.safe_load(path.read_text()).get("overrides")
     except (OSError, yaml.YAMLError, AttributeError) as err:
         raise BadInput(f"--from must name a file written by python -m search export; got {str(path)!r} "
                        f"({type(err).__name__}); fix: python -m search export --out best.yaml") from None
     if not isinstance(overrides, list) or not all(isinstance(o, str) for o in overrides):
-        raise BadInput(f"--from must name a file with a list of overrides under {OVERRIDES!r}; got {str(path)!r}; "
+        raise BadInput(f"--from must name a file with a list of overrides under 'overrides'; got {str(path)!r}; "
                        f"fix: python -m search export --out best.yaml") from None
     return overrides
 
@@ -66,7 +67,7 @@ def read_overrides(path: Path) -> list[str]:
 def _check_reported(study: optuna.Study, names: list[str], option: str) -> None:
     """Each metric `option` names is one the study's trials report (a typo matched no configuration, and the fix
     said to relax the rule or run more trials)."""
-    reported = sorted({k for t in study.get_trials(deepcopy=False) for k in t.user_attrs.get("metrics", {})})
+    reported = sorted({k for t in study.get_trials(deepcopy=False) for k in metrics(t)})
     for name in names:
         if reported and name not in reported:
             near = difflib.get_close_matches(name, reported, n=1)
@@ -163,7 +164,7 @@ def later_trials(study: optuna.Study, answer: Answer) -> tuple[int, list[optuna.
     if not answer.trials or not (answer.rounds_run() or answer.seed_check):
         return -1, []
     end = max(answer.trials)
-    while end + 1 < len(trials) and (trials[end + 1].user_attrs.get(ROLE_ATTR) in CONFIRMATION_ROLES
+    while end + 1 < len(trials) and (role(trials[end + 1]) in CONFIRMATION_ROLES
                                      or NIGHTLY_ROLE_ATTR in trials[end + 1].user_attrs):
         end += 1
     return end, [t for t in trials[end + 1:] if ROLE_ATTR not in t.user_attrs and measured_ok(t)]
@@ -213,7 +214,7 @@ def from_answer(study: optuna.Study) -> dict | None:
 
 def _later_note(study: optuna.Study, end: int, later: list[optuna.trial.FrozenTrial]) -> dict:
     """The trials a later sweep ran after the answer's confirmation, and the line that says the answer predates them."""
-    speeds = [t.user_attrs["metrics"][THROUGHPUT] for t in later if THROUGHPUT in t.user_attrs.get("metrics", {})]
+    speeds = [metrics(t)[THROUGHPUT] for t in later if THROUGHPUT in metrics(t)]
     fastest = f", up to {max(speeds):,.0f} samples/s," if speeds else ""
     numbers = [t.number for t in later]
     shown = f"trials {numbers[0]} to {numbers[-1]}" if len(numbers) > 1 else f"trial {numbers[0]}"

@@ -13,6 +13,7 @@ import optuna
 
 from search.tracking.mlflow_client import configure_client
 from search.errors import BadInput, exit_bad_input
+from search.record import MLFLOW_PARENT_RUN_ID_ATTR
 from search.reports.plots import write_report
 from search.reports.tables import print_front
 from search.sweep.study import DEFAULT_STORAGE, open_storage, study_metrics
@@ -21,8 +22,8 @@ from search.sweep.study import DEFAULT_STORAGE, open_storage, study_metrics
 def parent_run_id(study: optuna.Study) -> str | None:
     """The MLflow parent run of the study's latest sweep."""
     for trial in reversed(study.get_trials(deepcopy=False)):
-        if trial.user_attrs.get("mlflow_parent_run_id"):
-            return trial.user_attrs["mlflow_parent_run_id"]
+        if trial.user_attrs.get(MLFLOW_PARENT_RUN_ID_ATTR):
+            return trial.user_attrs[MLFLOW_PARENT_RUN_ID_ATTR]
     return None
 
 

@@ -40,11 +40,11 @@ from optuna.distributions import BaseDistribution
 from optuna.trial import TrialState
 
 from search.measure import fingerprint
+from search.record import (ACCURACY_FROM_ATTR, ANSWER_ATTR, BASELINE, NIGHTLY_INCUMBENT, NIGHTLY_ROLE_ATTR,
+                           NIGHTLY_STANDING, NIGHTLY_TOP_UP, NIGHTLY_WARM_START, ROLE_ATTR)
 from search.tracking.mlflow_client import log_report
 from search.tracking.redact import redact
-from search.sweep.answer import ANSWER_ATTR
-from search.sweep.roles import NIGHTLY_ROLE_ATTR, ROLE_ATTR, enqueued_params
-from search.sweep.staging import ACCURACY_FROM_ATTR
+from search.sweep.roles import enqueued_params
 from search.reports.choose import Candidate, best, candidates, key, ranked
 from search.errors import EXIT_NIGHTLY_FAILED, EXIT_REGRESSION
 from search.nightly import conditions
@@ -57,7 +57,6 @@ REGRESSION = "search.nightly.regression"  # true | false (superseded, as the ver
 SUPERSEDED = "superseded"  # the verdict of an earlier report of the same night (a night run again)
 SUPERSEDED_BY = "search.nightly.superseded_by"
 SUPERSEDED_VERDICT = "search.nightly.superseded_verdict"
-ROLE = NIGHTLY_ROLE_ATTR  # on a trial: incumbent | standing | warm_start | top_up (and an MLflow tag)
 ENDED_WITHOUT_REPORT = ("KILLED", "FAILED")  # MLflow statuses of a parent run whose night never reported
 # On a night whose regression stands (or whose test of it could not run): {"params": the configuration, "night":
 # the last night it was fast on, "since": the first night it was slow on}. The next night tests it again.
@@ -125,9 +124,10 @@ def _enqueue(study: optuna.Study, params: Mapping[str, Any], role: str, times: i
     many were enqueued. A resumed night, or a second worker, does not enqueue them again."""
     kept = (TrialState.COMPLETE, TrialState.RUNNING, TrialState.WAITING)
     have = sum(1 for t in study.get_trials(deepcopy=False, states=kept)
-               if t.user_attrs.get(ROLE) == role and key(t.params or enqueued_params(study, t)) == key(params))
+               if t.user_attrs.get(NIGHTLY_ROLE_ATTR) == role
+               and key(t.params or enqueued_params(study, t)) == key(params))
     for _ in range(times - have):
-        study.enqueue_trial(dict(params), user_attrs={ROLE: role}, skip_if_exists=False)
+        study.enqueue_trial(dict(params), user_attrs={NIGHTLY_ROLE_ATTR: role}, skip_if_exists=False)
     return max(0, times - have)
 
 
@@ -146,11 +146,11 @@ def start(cfg: Mapping[str, Any], study: optuna.Study, storage: Any,
             night.incumbent, night.incumbent_night = found, past.study_name
             break
     if first and night.incumbent is not None and _fits(night.incumbent.params, distributions):
-        night.enqueued += _enqueue(study, night.incumbent.params, "incumbent", int(cfg["repeats"]))
+        night.enqueued += _enqueue(study, night.incumbent.params, NIGHTLY_INCUMBENT, int(cfg["repeats"]))
     _standing(night, here)
     if first and night.standing is not None and _fits(night.standing.params, distributions) and (
             night.incumbent is None or key(night.standing.params) != key(night.incumbent.params)):
-        night.enqueued += _enqueue(study, night.standing.params, "standing", int(cfg["repeats"]))
+        night.enqueued += _enqueue(study, night.standing.params, NIGHTLY_STANDING, int(cfg["repeats"]))
     pool: dict[tuple, Candidate] = {}
     for past in night.earlier:
         for cand in candidates(past.get_trials(deepcopy=False)):
@@ -160,7 +160,7 @@ def start(cfg: Mapping[str, Any], study: optuna.Study, storage: Any,
     skip = {key(c.params) for c in (night.incumbent, night.standing) if c is not None}  # measured again already
     warm = [c for c in ranked(list(pool.values()), metric)
             if key(c.params) not in skip and _fits(c.params, distributions)][:int(cfg["warm_start"])]
-    warm_enqueued = sum(_enqueue(study, cand.params, "warm_start", 1) for cand in warm) if first else 0
+    warm_enqueued = sum(_enqueue(study, cand.params, NIGHTLY_WARM_START, 1) for cand in warm) if first else 0
     repeats = f"{night.enqueued} run(s) of it, " if night.incumbent else ""
     said = (f"{repeats}{warm_enqueued} warm-start configuration(s) enqueued" if first
             else "what it reruns enqueued by the study's first worker")
@@ -175,7 +175,8 @@ def start(cfg: Mapping[str, Any], study: optuna.Study, storage: Any,
     print(f"nightly: {len(night.earlier)} earlier nights in series {cfg['series']!r}; {inc}; {said}", flush=True)
     if first:  # a resumed night's leftovers count too: they ran in place of the night's new trials
         night.on_top = sum(1 for t in study.get_trials(deepcopy=False, states=(TrialState.WAITING,))
-                           if t.user_attrs.get(ROLE) in ("incumbent", "standing", "warm_start"))
+                           if t.user_attrs.get(NIGHTLY_ROLE_ATTR) in (NIGHTLY_INCUMBENT, NIGHTLY_STANDING,
+                                                                      NIGHTLY_WARM_START))
     return night
 
 
@@ -223,7 +224,7 @@ def night_result(study: optuna.Study, metric: str) -> Candidate | None:
                            and metric in c.metrics), None)
             if chosen is not None:
                 return chosen
-    if any(t.user_attrs.get(ROLE_ATTR) == "baseline" for t in trials):
+    if any(t.user_attrs.get(ROLE_ATTR) == BASELINE for t in trials):
         # It searched for an answer and has none (killed before its confirmation, or your configuration never ran
         # ok): its fastest trial may have half the accuracy (seen: batch_size=256 at 0.43 against 0.83), so it is
         # nobody's incumbent or best ever.
@@ -310,7 +311,7 @@ def top_up(night: Night) -> int:
     if tonight is None:
         return 0
     have = len(_whole(tonight.trials))
-    return _enqueue(night.study, tonight.params, "top_up", max(0, int(night.cfg["repeats"]) - have))
+    return _enqueue(night.study, tonight.params, NIGHTLY_TOP_UP, max(0, int(night.cfg["repeats"]) - have))
 
 
 def finish(night: Night, metric_names: list[str], out_dir: Path, parent_run_id: str | None,

@@ -8,8 +8,9 @@ import optuna
 from rich.panel import Panel
 from rich.text import Text
 
+from search.record import Answer
 from search.reports.tables import console
-from search.sweep.answer import Answer, Idle, no_idle, panel_lines, seed_differences
+from search.sweep.answer import Idle, no_idle, panel_lines, seed_differences
 from search.sweep.confirm import throughput_of
 from search.sweep.reproduce import paste_line
 from search.sweep.space import to_override

@@ -15,10 +15,9 @@ from typing import Any, Iterable, Mapping, Sequence
 import optuna
 from optuna.trial import TrialState
 
+from search.record import ACCURACY_FROM_ATTR, OK, SEED_ATTR, is_feasible, metrics, outcome
 from search.sweep.constraints import Constraint
-from search.sweep.outcome import is_feasible
-from search.sweep.roles import SEED_ATTR
-from search.sweep.staging import ACCURACY_FROM_ATTR, INHERITED, RUN_LENGTH_METRICS
+from search.sweep.staging import INHERITED, RUN_LENGTH_METRICS
 
 
 @dataclass
@@ -34,16 +33,15 @@ class Candidate:
         configuration's whole runs (the accuracy from the copies when it has none)."""
         whole = [t for t in self.trials if ACCURACY_FROM_ATTR not in t.user_attrs]
         out: dict[str, float] = {}
-        for k in sorted({k for t in self.trials for k in t.user_attrs.get("metrics", {})}):
+        for k in sorted({k for t in self.trials for k in metrics(t)}):
             runs = whole if k in RUN_LENGTH_METRICS else (whole or self.trials) if k in INHERITED else self.trials
-            values = [t.user_attrs["metrics"][k] for t in runs if k in t.user_attrs.get("metrics", {})]
+            values = [metrics(t)[k] for t in runs if k in metrics(t)]
             if values:
                 out[k] = statistics.median(values)
         return out
 
     def values(self, metric: str) -> list[float]:
-        return [float(t.user_attrs["metrics"][metric]) for t in self.trials
-                if metric in t.user_attrs.get("metrics", {})]
+        return [float(metrics(t)[metric]) for t in self.trials if metric in metrics(t)]
 
 
 def key(params: Mapping[str, Any]) -> tuple:
@@ -51,8 +49,7 @@ def key(params: Mapping[str, Any]) -> tuple:
 
 
 def measured_ok(trial: optuna.trial.FrozenTrial) -> bool:
-    return (trial.state == TrialState.COMPLETE and trial.user_attrs.get("outcome") == "ok"
-            and is_feasible(trial))
+    return trial.state == TrialState.COMPLETE and outcome(trial) == OK and is_feasible(trial)
 
 
 def candidates(trials: Iterable[optuna.trial.FrozenTrial]) -> list[Candidate]:

@@ -24,15 +24,12 @@ from rich.console import Console, Group
 from rich.markup import escape
 from rich.table import Table
 
+from search.record import ANSWER_ATTR, BASELINE, MLFLOW_RUN_ID_ATTR, OK, SEED_ATTR, is_feasible, outcome, role
 from search.reports.choose import key as config_key
 from search.reports.labels import WARNINGS, fmt, knob_label, metric_label
 from search.sweep.answer import Idle, no_idle
-from search.sweep.outcome import is_feasible
-from search.sweep.roles import ROLE_ATTR, SEED_ATTR
 from search.sweep.staging import SPEED_ONLY
 
-BASELINE = "baseline"
-ANSWER_ATTR = "search.answer"  # study attribute: the confirmed answer, its "trials" among them
 PIPE_WIDTH = 100  # a log file or pipe: the width the tables are laid out for
 _SPEEDUP_METRICS = {"throughput_samples_per_s": 1, "throughput_tokens_per_s": 1, "time_to_accuracy_s": -1}
 
@@ -84,7 +81,7 @@ def front_trials(study: optuna.Study) -> list[FrozenTrial]:
 def baseline_trials(study: optuna.Study) -> list[FrozenTrial]:
     """The baseline's measurements that ran ok (the user's own configuration, measured more than once)."""
     return [t for t in study.get_trials(deepcopy=False)
-            if t.user_attrs.get(ROLE_ATTR) == BASELINE and t.state == TrialState.COMPLETE and is_feasible(t)]
+            if role(t) == BASELINE and t.state == TrialState.COMPLETE and is_feasible(t)]
 
 
 def reference_trial(study: optuna.Study) -> tuple[FrozenTrial | None, str]:
@@ -93,7 +90,7 @@ def reference_trial(study: optuna.Study) -> tuple[FrozenTrial | None, str]:
     if baseline:
         return baseline[0], "the baseline"
     first = next((t for t in study.get_trials(deepcopy=False)
-                  if t.state == TrialState.COMPLETE and t.user_attrs.get("outcome", "ok") == "ok"), None)
+                  if t.state == TrialState.COMPLETE and outcome(t, unrecorded=OK) == OK), None)
     return first, (f"trial {first.number}, the first complete one" if first is not None else "")
 
 
@@ -101,7 +98,7 @@ def compare_run_ids(study: optuna.Study) -> list[str]:
     """The MLflow runs (trial user attribute `mlflow_run_id`) of the baseline's measurements, then of the
     front: what the sweep's closing compare link puts side by side (search/tracking/mlflow_client.py)."""
     trials = baseline_trials(study) + front_trials(study)
-    return list(dict.fromkeys(t.user_attrs["mlflow_run_id"] for t in trials if t.user_attrs.get("mlflow_run_id")))
+    return list(dict.fromkeys(t.user_attrs[MLFLOW_RUN_ID_ATTR] for t in trials if t.user_attrs.get(MLFLOW_RUN_ID_ATTR)))
 
 
 def compare_label(answered: bool, answer_is_yours: bool, has_baseline: bool, front_adds: bool = True) -> str:

@@ -28,8 +28,8 @@ from omegaconf import OmegaConf
 from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
 from optuna.trial import TrialState
 
-from search.sweep.answer import ACCURACY
-from search.sweep.roles import ROLE_ATTR, SEED_ATTR, enqueue
+from search.record import ACCURACY, BASELINE, OK, SEED_ATTR, TOLERANCE_ATTR, metrics, outcome, role
+from search.sweep.roles import enqueue
 from search.sweep.space import Space
 
 
@@ -97,7 +97,7 @@ def fit_baseline(space: Space, params: dict[str, Any]) -> tuple[Space, list[str]
 
 
 def baseline_trials(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
-    return [t for t in study.get_trials(deepcopy=False) if t.user_attrs.get(ROLE_ATTR) == "baseline"]
+    return [t for t in study.get_trials(deepcopy=False) if role(t) == BASELINE]
 
 
 def at_study_seed(trials: list[optuna.trial.FrozenTrial]) -> list[optuna.trial.FrozenTrial]:
@@ -108,14 +108,9 @@ def at_study_seed(trials: list[optuna.trial.FrozenTrial]) -> list[optuna.trial.F
 def baseline_accuracy(study: optuna.Study) -> float | None:
     """The median val_accuracy of the baseline's runs that ended ok, at the study's seed when one of
     them did; None while none has."""
-    ok = [t for t in baseline_trials(study)
-          if t.state == TrialState.COMPLETE and t.user_attrs.get("outcome") == "ok"]
-    accuracies = [t.user_attrs["metrics"][ACCURACY] for t in (at_study_seed(ok) or ok)
-                  if ACCURACY in t.user_attrs.get("metrics", {})]
+    ok = [t for t in baseline_trials(study) if t.state == TrialState.COMPLETE and outcome(t) == OK]
+    accuracies = [metrics(t)[ACCURACY] for t in (at_study_seed(ok) or ok) if ACCURACY in metrics(t)]
     return statistics.median(accuracies) if accuracies else None
-
-
-TOLERANCE_ATTR = "search.accuracy_tolerance"  # the last sweep's hydra.sweeper.accuracy_tolerance (export reads it)
 
 
 def recorded_tolerance(study: optuna.Study) -> float | None:
@@ -136,7 +131,7 @@ def had(trial: optuna.trial.FrozenTrial) -> bool:
     resumed study that kept it would never have the baseline's accuracy, so no answer."""
     if trial.state in (TrialState.WAITING, TrialState.RUNNING):
         return True
-    return trial.state == TrialState.COMPLETE and trial.user_attrs.get("outcome", "ok") == "ok"
+    return trial.state == TrialState.COMPLETE and outcome(trial, unrecorded=OK) == OK
 
 
 def not_measured(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
@@ -155,6 +150,6 @@ def enqueue_baseline(study: optuna.Study, params: dict[str, Any], repeats: int, 
         if at in have:
             have.remove(at)
             continue
-        enqueue(study, params, "baseline", seed=at)
+        enqueue(study, params, BASELINE, seed=at)
         enqueued += 1
     return enqueued

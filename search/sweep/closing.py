@@ -12,22 +12,23 @@ import optuna
 from optuna.trial import TrialState
 
 from search.errors import BadInput, Interrupted, exit_bad_input
+from search.record import (ACCURACY_FROM_ATTR, BASELINE, CONFIRM, CONFIRMATION_ROLES, CONSTRAINTS_ATTR, HEARTBEAT_ATTR,
+                           NIGHTLY_INCUMBENT, NIGHTLY_ROLE_ATTR, NIGHTLY_STANDING, NIGHTLY_TESTED, NIGHTLY_TOP_UP,
+                           NIGHTLY_WARM_START, OK, RETRIES_ATTR, RETRY_OF_ATTR, ROLE_ATTR, ROUND_ATTR, RUNNABLE,
+                           SEED_ATTR, SEED_CHECK, STOPPED_BY_ATTR, metrics)
 from search.reports.labels import WARNINGS
 from search.sweep.constraints import broken_text
 from search.sweep.baseline import accuracy_floor
 from search.sweep.early_stopping import fastest_at_floor, intermediate_series
 from search.sweep.failure_policy import FAILURES
 from search.sweep.metric_names import ended_ok, unreported
-from search.sweep.outcome import CONSTRAINTS_ATTR, RUNNABLE, Scored, score, tell
-from search.sweep.recovery import HEARTBEAT_ATTR, RETRIES_ATTR, RETRY_OF_ATTR, retry
-from search.sweep.roles import CONFIRMATION_ROLES, NIGHTLY_ROLE_ATTR, NIGHTLY_TESTED, ROLE_ATTR, ROUND_ATTR, SEED_ATTR
-from search.sweep.staging import ACCURACY_FROM_ATTR, logged_metrics, with_inherited_accuracy
+from search.sweep.outcome import Scored, score, tell
+from search.sweep.recovery import retry
+from search.sweep.staging import logged_metrics, with_inherited_accuracy
 from search.tracking import mlflow_runs as tracking
 
 if TYPE_CHECKING:
     from search.sweep.trial_loop import SweepRun
-
-STOPPED_BY_ATTR = "search.stopped_by"  # the signal that stopped the trial with its sweep
 
 
 def close_trial(run: SweepRun, trial: optuna.Trial, result: Any) -> str:
@@ -53,7 +54,7 @@ def close_trial(run: SweepRun, trial: optuna.Trial, result: Any) -> str:
     feasible = all(v <= 0 for v in scored.constraints.values())
     if plan.for_answer and (floor := accuracy_floor(run.study, run.settings.accuracy_tolerance)) is not None \
             and (best := fastest_at_floor(run.study.get_trials(deepcopy=False), floor)) is not None:
-        run.progress.stand(best.number, best.user_attrs["metrics"])  # drawn when finished() redraws
+        run.progress.stand(best.number, metrics(best))  # drawn when finished() redraws
     run.progress.finished(trial.number, scored.outcome, shown, trial.params, plan.directions, scored.reason, feasible,
                           trial_kind(trial.user_attrs), SEED_ATTR not in trial.user_attrs, violated)
     if refusal:  # SystemExit: the sweep's run is ended on the way out
@@ -63,7 +64,7 @@ def close_trial(run: SweepRun, trial: optuna.Trial, result: Any) -> str:
         # Last night's answer crashing tonight is what the night's test reports (its repeats not measured: untested),
         # not a broken machine: counted, 5 repeats against 2 baseline runs gave up every night, and the next night
         # took the same incumbent again. So is a configuration whose regression stands.
-        which = "last night's answer" if trial.user_attrs.get(NIGHTLY_ROLE_ATTR) == "incumbent" else \
+        which = "last night's answer" if trial.user_attrs.get(NIGHTLY_ROLE_ATTR) == NIGHTLY_INCUMBENT else \
             "the configuration that regressed"
         return f"{scored.outcome} ({which})"
     return scored.outcome
@@ -81,11 +82,11 @@ def end_tags(scored: Scored, attrs: Mapping[str, Any], violated: str) -> dict[st
     heartbeat, which is not data), and whether it is feasible; `violated`: constraints.broken_text()."""
     copied = {k: str(v) for k, v in attrs.items() if k.startswith("search.") and k not in (HEARTBEAT_ATTR,
                                                                                               CONSTRAINTS_ATTR)}
-    feasible = scored.outcome == "ok" and all(v <= 0 for v in scored.constraints.values())
+    feasible = scored.outcome == OK and all(v <= 0 for v in scored.constraints.values())
     tags = {"search.reason": scored.reason, **{f"search.info.{k}": v for k, v in scored.info.items()}, **copied,
             FEASIBLE_TAG: str(feasible).lower()}
     if not feasible:
-        not_run = [] if scored.outcome == "ok" else [f"{RUNNABLE} (outcome {scored.outcome})"]
+        not_run = [] if scored.outcome == OK else [f"{RUNNABLE} (outcome {scored.outcome})"]
         tags[VIOLATED_TAG] = ", ".join([*not_run, *filter(None, [violated])])
     if isinstance(attrs.get(CONSTRAINTS_ATTR), Mapping):
         tags[VIOLATIONS_TAG] = "; ".join(f"{name}: {value:.4g}" for name, value in attrs[CONSTRAINTS_ATTR].items())
@@ -96,11 +97,10 @@ def run_name(number: int, attrs: Mapping[str, Any]) -> str:
     """The trial's MLflow run name: trial-<number>, then what it was run for when it was not a proposal
     (`trial-0 baseline`, `trial-20 confirm r1 timed`, `trial-24 seed check seed 1`)."""
     role = attrs.get(ROLE_ATTR)
-    parts = {"baseline": ["baseline"], "seed_check": ["seed check"],
-             "confirm": [f"confirm r{attrs.get(ROUND_ATTR, '')}"]}.get(role, [])
-    parts += {"incumbent": ["incumbent"], "standing": ["regressed"], "warm_start": ["warm start"],
-              "top_up": ["top-up"]}.get(
-        attrs.get(NIGHTLY_ROLE_ATTR), [])
+    parts = {BASELINE: ["baseline"], SEED_CHECK: ["seed check"],
+             CONFIRM: [f"confirm r{attrs.get(ROUND_ATTR, '')}"]}.get(role, [])
+    parts += {NIGHTLY_INCUMBENT: ["incumbent"], NIGHTLY_STANDING: ["regressed"], NIGHTLY_WARM_START: ["warm start"],
+              NIGHTLY_TOP_UP: ["top-up"]}.get(attrs.get(NIGHTLY_ROLE_ATTR), [])
     if SEED_ATTR in attrs:
         parts.append(f"seed {attrs[SEED_ATTR]}")
     if RETRY_OF_ATTR in attrs:
@@ -113,12 +113,13 @@ def run_name(number: int, attrs: Mapping[str, Any]) -> str:
 def trial_kind(attrs: dict[str, Any]) -> str:
     """What a trial was run for, in words, when it was not an ordinary proposal; '' when it was."""
     role = attrs.get(ROLE_ATTR)
-    parts = {"baseline": ["baseline"], "seed_check": ["second-seed check"],
-             "confirm": [f"confirmation round {attrs.get(ROUND_ATTR, '')}"]}.get(role, [])  # 1, 2, ... as stored
+    parts = {BASELINE: ["baseline"], SEED_CHECK: ["second-seed check"],
+             CONFIRM: [f"confirmation round {attrs.get(ROUND_ATTR, '')}"]}.get(role, [])  # 1, 2, ... as stored
     nightly = attrs.get(NIGHTLY_ROLE_ATTR)  # nightly's repeats: last night's answer, earlier nights', tonight's
-    parts += {"incumbent": ["last night's answer again"], "standing": ["the configuration that regressed, again"],
-              "warm_start": ["an earlier night's"],
-              "top_up": ["tonight's answer, a whole run"]}.get(nightly, [])
+    parts += {NIGHTLY_INCUMBENT: ["last night's answer again"],
+              NIGHTLY_STANDING: ["the configuration that regressed, again"],
+              NIGHTLY_WARM_START: ["an earlier night's"],
+              NIGHTLY_TOP_UP: ["tonight's answer, a whole run"]}.get(nightly, [])
     if SEED_ATTR in attrs:
         parts.append(f"seed {attrs[SEED_ATTR]}")
     if RETRY_OF_ATTR in attrs:

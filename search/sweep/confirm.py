@@ -65,13 +65,13 @@ import optuna
 from optuna.trial import TrialState
 
 from objectives.timing import throughput_only_steps
+from search.record import (ACCURACY, ANSWER_ATTR, CONFIRM, MEMORY_METRICS, OK, ROUND_ATTR, SEED_ATTR, SEED_CHECK,
+                           THROUGHPUT, WORKER_ATTR, Answer, Contender, Ratio, ended_unix_s, metrics, outcome, role)
 from search.reports.choose import Candidate, candidates, key
-from search.sweep.answer import (ACCURACY, ANSWER_ATTR, MEMORY_METRICS, THROUGHPUT, Answer, Contender, Idle, Ratio,
-                                 changed_text, eligible, no_idle, noise_window, paired, pick, within_noise)
+from search.sweep.answer import Idle, changed_text, eligible, no_idle, noise_window, paired, pick, within_noise
 from search.sweep.baseline import baseline_accuracy, baseline_trials
 from search.sweep.constraints import broken_text, parse_constraints
-from search.sweep.recovery import WORKER_ATTR
-from search.sweep.roles import ROLE_ATTR, ROUND_ATTR, SEED_ATTR, enqueue
+from search.sweep.roles import enqueue
 from search.sweep.space import to_override
 from search.sweep.staging import maths_key
 from search.sweep.trial_cost import median_s, ran_ok, wall_s
@@ -99,7 +99,7 @@ def _done(study: optuna.Study, throughput_only: bool,
 def _timed_only_of_full_s(t: optuna.trial.FrozenTrial, train: Any) -> float | None:
     """What a full trial's run would have cost timed only: its wall less its evaluations and the training of the
     steps past `throughput_only_steps` (objectives/timing.py), at its timed step time; None without the figures."""
-    m = t.user_attrs.get("metrics", {})
+    m = metrics(t)
     steps = int(m.get("steps", 0))
     if train is None or steps <= 0:
         return None
@@ -129,9 +129,9 @@ def _round_throughputs(study: optuna.Study, params: Mapping[str, Any], first_tri
     did not end ok is missing: pairs are made by round number, never by position)."""
     out = {}
     for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
-        if t.number >= first_trial and t.user_attrs.get(ROLE_ATTR) == "confirm" and key(t.params) == key(params) \
-                and t.user_attrs.get("outcome") == "ok" and THROUGHPUT in t.user_attrs.get("metrics", {}):
-            out[int(t.user_attrs[ROUND_ATTR])] = float(t.user_attrs["metrics"][THROUGHPUT])
+        if t.number >= first_trial and role(t) == CONFIRM and key(t.params) == key(params) \
+                and outcome(t) == OK and THROUGHPUT in metrics(t):
+            out[int(t.user_attrs[ROUND_ATTR])] = float(metrics(t)[THROUGHPUT])
     return out
 
 
@@ -143,7 +143,7 @@ def _paired(study: optuna.Study, base: Mapping[str, Any], c: Mapping[str, Any],
 def _rounds_run(study: optuna.Study, first_trial: int) -> list[int]:
     """The round numbers the confirmation started at trial `first_trial` has enqueued so far (and run)."""
     return sorted({int(t.user_attrs[ROUND_ATTR]) for t in study.get_trials(deepcopy=False)[first_trial:]
-                   if t.user_attrs.get(ROLE_ATTR) == "confirm" and ROUND_ATTR in t.user_attrs})
+                   if role(t) == CONFIRM and ROUND_ATTR in t.user_attrs})
 
 
 def confirm(run: SweepRun, run_trials: RunTrials, base_params: dict[str, Any], seed: int | None,
@@ -158,12 +158,11 @@ def confirm(run: SweepRun, run_trials: RunTrials, base_params: dict[str, Any], s
     search_wall_s = time.monotonic() - run.started_s
     first_trial = len(study.trials)  # the confirmation's trials are those from here on
     trials = study.get_trials(deepcopy=False)
-    base_trials = [t for t in baseline_trials(study)
-                   if t.state == TrialState.COMPLETE and t.user_attrs.get("outcome") == "ok"]
+    base_trials = [t for t in baseline_trials(study) if t.state == TrialState.COMPLETE and outcome(t) == OK]
     if not base_trials:
         say("no answer: the baseline (your configuration) has no run that ended ok, so there is no speedup to state")
         return None
-    base_metrics = [t.user_attrs.get("metrics", {}) for t in base_trials]  # its throughput at any seed
+    base_metrics = [metrics(t) for t in base_trials]  # its throughput at any seed
     base_accuracy = baseline_accuracy(study)  # at the study's seed when that run ended ok
     floor = None if base_accuracy is None else base_accuracy - settings.accuracy_tolerance
     guarded = floor is not None or bool(settings.constraints)
@@ -382,7 +381,7 @@ def confirm(run: SweepRun, run_trials: RunTrials, base_params: dict[str, Any], s
 
 
 def _ended_unix_s(t: optuna.trial.FrozenTrial) -> float:
-    ended = t.user_attrs.get("search.ended_unix_s")
+    ended = ended_unix_s(t)
     if ended is not None:
         return float(ended)
     return t.datetime_complete.timestamp() if t.datetime_complete is not None else math.inf
@@ -415,7 +414,7 @@ def standing_answer(study: optuna.Study, since_unix_s: float | None, base_params
              *(c.params for c in contenders)]
     relevant = {key(p) for p in named}
     since = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-             if _ended_unix_s(t) > answer.confirmed_unix_s and t.user_attrs.get("outcome") == "ok"
+             if _ended_unix_s(t) > answer.confirmed_unix_s and outcome(t) == OK
              and SEED_ATTR not in t.user_attrs and t.user_attrs.get(WORKER_ATTR) != answer.confirmed_by]
     if any(key(t.params) in relevant for t in since):
         return None
@@ -492,7 +491,7 @@ def _rounds(study: optuna.Study, run_trials: RunTrials, configs: list[Mapping[st
         if done >= least and over_budget(spent, per_round):
             break
         for params in (configs if rounds % 2 == 0 else configs[::-1]):
-            enqueue(study, dict(params), "confirm", **{ROUND_ATTR: number_from + rounds})
+            enqueue(study, dict(params), CONFIRM, **{ROUND_ATTR: number_from + rounds})
         run_trials(len(configs))
         rounds += 1
     return rounds
@@ -555,9 +554,9 @@ def within_budget(contenders: list[Contender], base_run_s: float, run_s: list[fl
 
 def _accuracy_at(study: optuna.Study, params: Mapping[str, Any], seed: int) -> float | None:
     """The median val_accuracy of the configuration's runs at train.seed `seed` (SEED_ATTR) that ended ok."""
-    found = [t.user_attrs["metrics"][ACCURACY] for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+    found = [metrics(t)[ACCURACY] for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
              if t.user_attrs.get(SEED_ATTR) == seed and key(t.params) == key(params)
-             and t.user_attrs.get("outcome") == "ok" and ACCURACY in t.user_attrs.get("metrics", {})]
+             and outcome(t) == OK and ACCURACY in metrics(t)]
     return statistics.median(found) if found else None
 
 
@@ -577,7 +576,7 @@ def _seed_check(run: SweepRun, run_trials: RunTrials, params: Mapping[str, Any],
     yours = your_maths(run.staging, params, base_params)
     wanted = [p for p in ((base_params,) if yours else (base_params, params)) if _accuracy_at(study, p, at) is None]
     for p in wanted:
-        enqueue(study, dict(p), "seed_check", seed=at)
+        enqueue(study, dict(p), SEED_CHECK, seed=at)
     run_trials(len(wanted))
     theirs = _accuracy_at(study, base_params, at)
     ours = theirs if yours else _accuracy_at(study, params, at)

@@ -35,13 +35,11 @@ from hydra.utils import instantiate
 from optuna.trial import TrialState
 
 from search.errors import BadInput
+from search.record import (ACCURACY, BASELINE, CONFIRM, OK, RUNNABLE, SEED_ATTR, THROUGHPUT, accuracy, is_feasible,
+                           metrics, outcome, role)
 from search.sweep.answer import spread
-from search.sweep.outcome import is_feasible
-from search.sweep.roles import ROLE_ATTR, SEED_ATTR, enqueued_as_asked
+from search.sweep.roles import enqueued_as_asked
 from search.sweep.space import to_override
-
-THROUGHPUT = "throughput_samples_per_s"
-ACCURACY = "val_accuracy"
 
 
 STOPPED_TELLING = "infeasible"  # how tell_stopped tells a stopped trial; see STOPPED_TELLINGS
@@ -62,7 +60,7 @@ def tell_stopped(study: optuna.Study, trial: optuna.Trial, metrics: dict[str, fl
       replay (scripts/bench/search_efficiency.py) only.
     In a study whose metrics are not throughput and accuracy (no staged rule), or without a probe figure,
     the trial is PRUNED."""
-    from search.sweep.outcome import RUNNABLE, set_constraints
+    from search.sweep.outcome import set_constraints
     from search.sweep.study import study_metrics
 
     telling = telling or STOPPED_TELLING
@@ -85,8 +83,8 @@ def _pessimistic_values(study: optuna.Study, probe_throughput: float | None, met
     if probe_throughput is None or not math.isfinite(probe_throughput) \
             or not staged_rule_applies(metrics, directions):
         return None
-    accuracies = [t.user_attrs.get("metrics", {}).get(ACCURACY) for t in study.get_trials(
-        deepcopy=False, states=(TrialState.COMPLETE,)) if t.user_attrs.get("outcome", "ok") == "ok"]
+    accuracies = [accuracy(t) for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+                  if outcome(t, unrecorded=OK) == OK]
     accuracies = [a for a in accuracies if a is not None and math.isfinite(a)]
     known = {THROUGHPUT: probe_throughput, ACCURACY: min(accuracies) if accuracies else 0.0}
     return [known[m] for m in metrics]
@@ -126,10 +124,10 @@ def throughput_bar(trials: Sequence[optuna.trial.FrozenTrial], margin: float, st
     and noisy, and a trial's final throughput is the median of all its windows)."""
     done = []
     for t in trials:
-        metrics = t.user_attrs.get("metrics", {})
-        if t.state == TrialState.COMPLETE and is_feasible(t) and t.user_attrs.get("outcome", "ok") == "ok" \
-                and math.isfinite(metrics.get(THROUGHPUT, math.nan)) and math.isfinite(metrics.get(ACCURACY, math.nan)):
-            done.append(metrics)
+        m = metrics(t)
+        if t.state == TrialState.COMPLETE and is_feasible(t) and outcome(t, unrecorded=OK) == OK \
+                and math.isfinite(m.get(THROUGHPUT, math.nan)) and math.isfinite(m.get(ACCURACY, math.nan)):
+            done.append(m)
     if not done or len(done) < startup_trials:
         return None
     best_accuracy = max(m[ACCURACY] for m in done)
@@ -137,36 +135,35 @@ def throughput_bar(trials: Sequence[optuna.trial.FrozenTrial], margin: float, st
 
 
 def _measured(t: optuna.trial.FrozenTrial) -> bool:
-    return (t.state == TrialState.COMPLETE and is_feasible(t) and t.user_attrs.get("outcome", "ok") == "ok"
-            and math.isfinite(t.user_attrs.get("metrics", {}).get(THROUGHPUT, math.nan)))
+    return (t.state == TrialState.COMPLETE and is_feasible(t) and outcome(t, unrecorded=OK) == OK
+            and math.isfinite(metrics(t).get(THROUGHPUT, math.nan)))
 
 
 def at_floor(trials: Sequence[optuna.trial.FrozenTrial], floor: float) -> list[optuna.trial.FrozenTrial]:
     """The completed, feasible trials at the study's seed whose val_accuracy reaches `floor` (the baseline is
     one): those that could be the answer."""
     return [t for t in trials if _measured(t) and SEED_ATTR not in t.user_attrs
-            and t.user_attrs["metrics"].get(ACCURACY, -math.inf) >= floor]
+            and metrics(t).get(ACCURACY, -math.inf) >= floor]
 
 
 def fastest_at_floor(trials: Sequence[optuna.trial.FrozenTrial], floor: float) -> optuna.trial.FrozenTrial | None:
     """The search's standing answer, as the live display shows it: the fastest trial `at_floor`, one measurement
     each (the confirmation's re-measurements left out: the answer is read from their medians); None while none."""
-    return max((t for t in at_floor(trials, floor) if t.user_attrs.get(ROLE_ATTR) != "confirm"),
-               key=lambda t: t.user_attrs["metrics"][THROUGHPUT], default=None)
+    return max((t for t in at_floor(trials, floor) if role(t) != CONFIRM), key=lambda t: metrics(t)[THROUGHPUT],
+               default=None)
 
 
 def answer_bar(trials: Sequence[optuna.trial.FrozenTrial], floor: float, margin: float) -> float | None:
     """The probe throughput below which a new trial cannot be the answer: the highest throughput `at_floor`,
     lowered by `margin`, or by the spread of the baseline's own runs when this machine showed more noise than
     that (the confirmation reads its noise the same way, search/sweep/confirm.py); None while none has."""
-    speeds = [t.user_attrs["metrics"][THROUGHPUT] for t in at_floor(trials, floor)]
+    speeds = [metrics(t)[THROUGHPUT] for t in at_floor(trials, floor)]
     return max(speeds) * (1.0 - max(margin, spread(baseline_throughputs(trials)))) if speeds else None
 
 
 def baseline_throughputs(trials: Sequence[optuna.trial.FrozenTrial]) -> list[float]:
     """The throughput of each of your configuration's runs that ended ok: this machine's noise as the sweep saw it."""
-    return [t.user_attrs["metrics"][THROUGHPUT] for t in trials
-            if _measured(t) and t.user_attrs.get(ROLE_ATTR) == "baseline"]
+    return [metrics(t)[THROUGHPUT] for t in trials if _measured(t) and role(t) == BASELINE]
 
 
 def probe_bar(trials: Sequence[optuna.trial.FrozenTrial], margin: float, startup_trials: int,

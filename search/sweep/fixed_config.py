@@ -47,10 +47,10 @@ import optuna
 from omegaconf import OmegaConf
 
 from search.errors import BadInput
+from search.record import FIXED_ATTR
 from search.tracking.mlflow_runs import flatten
 from search.tracking.redact import redact
 
-FIXED_ATTR = "search.fixed_config"
 PER_TRIAL = frozenset({"train.stop_below_samples_per_s", "train.throughput_only"})  # set per trial by the sweep
 HOW_RUN = ("trial",)  # sections that say how a trial is run and stopped, not what it measures
 SOURCE_SUFFIX = ":source"  # `objective.model._target_:source` -> the digest of that target's module file

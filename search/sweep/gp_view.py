@@ -71,9 +71,8 @@ from optuna.study import StudyDirection
 from optuna.study._constrained_optimization import _CONSTRAINTS_KEY
 from optuna.trial import FrozenTrial, TrialState
 
-from search.sweep.answer import ACCURACY, THROUGHPUT
+from search.record import ACCURACY, RUNNABLE, STOPPED_EARLY, THROUGHPUT, metrics, named_constraints, outcome
 from search.sweep.baseline import accuracy_floor
-from search.sweep.outcome import RUNNABLE, STOPPED_EARLY, named_constraints
 from search.sweep.per_second import Known, pick_per_cost, picking
 from search.sweep.staging import maths_key, trained_fully
 from search.sweep.wrapped_sampler import WrappedSampler
@@ -205,7 +204,7 @@ class _View:
         if self._floor is not None and trial.state == TrialState.COMPLETE and trial.values is not None:
             shown._values = [trial.values[self._throughput]]
             constraints = [*constraints, self._floor - trial.values[self._accuracy]]
-            if self._stopped_unknown and trial.user_attrs.get("outcome") == STOPPED_EARLY:
+            if self._stopped_unknown and outcome(trial) == STOPPED_EARLY:
                 # slow, as its probe says; whether it is feasible: unknown, but for its maths' accuracy if trained
                 known = self._maths_accuracy.get(maths_key(trial.params))
                 constraints = [0.0] * (len(constraints) - 1) + [0.0 if known is None else self._floor - known]
@@ -232,7 +231,7 @@ def _trained_accuracy(study: optuna.Study) -> dict[tuple, float]:
     known: dict[tuple, float] = {}
     for t in study._get_trials(deepcopy=False, states=(TrialState.COMPLETE,), use_cache=False):
         if trained_fully(t):
-            known.setdefault(maths_key(t.params), t.user_attrs["metrics"][ACCURACY])
+            known.setdefault(maths_key(t.params), metrics(t)[ACCURACY])
     return known
 
 

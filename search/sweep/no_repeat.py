@@ -36,10 +36,8 @@ import optuna
 from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
 from optuna.trial import TrialState
 
-from search.sweep.start_design import COMBINED_ATTR, HALFWAY_ATTR
+from search.record import COMBINED_ATTR, HALFWAY_ATTR, OUTCOME_ATTR, REASON_ATTR, REPEAT_ATTR, REPLACES_ATTR, SKIPPED
 
-REPEAT_ATTR = "search.repeat_of"
-REPLACES_ATTR = "search.replaces"  # on the unseen configuration that ran instead
 RACED = (HALFWAY_ATTR, COMBINED_ATTR)  # enqueued by whichever worker proposes next: two may enqueue the same one
 _DRAWS = 200
 
@@ -116,8 +114,8 @@ def ask_unseen(study: optuna.Study, distributions: Mapping[str, BaseDistribution
         if not any(a in trial.user_attrs for a in RACED) or (twin := _earlier_twin(study, trial, resolved)) is None:
             return trial
         trial.set_user_attr(REPEAT_ATTR, twin)
-        trial.set_user_attr("outcome", "skipped")
-        trial.set_user_attr("reason", f"trial {twin} runs or ran this configuration (another worker enqueued or "
+        trial.set_user_attr(OUTCOME_ATTR, SKIPPED)
+        trial.set_user_attr(REASON_ATTR, f"trial {twin} runs or ran this configuration (another worker enqueued or "
                                       f"proposed it at the same moment); it runs once")
         study.tell(trial, state=TrialState.FAIL)
         return ask_unseen(study, distributions, rng, forbids, resolved)
@@ -129,8 +127,8 @@ def ask_unseen(study: optuna.Study, distributions: Mapping[str, BaseDistribution
         params = {k: _draw(d, rng) for k, d in distributions.items()}
         if configuration_key(params, resolved) not in seen and (forbids is None or forbids(params) is None):
             trial.set_user_attr(REPEAT_ATTR, repeat_of)
-            trial.set_user_attr("outcome", "skipped")
-            trial.set_user_attr("reason", f"repeats trial {repeat_of}; an unseen configuration runs instead")
+            trial.set_user_attr(OUTCOME_ATTR, SKIPPED)
+            trial.set_user_attr(REASON_ATTR, f"repeats trial {repeat_of}; an unseen configuration runs instead")
             study.tell(trial, state=TrialState.FAIL)
             study.enqueue_trial(params, user_attrs={REPLACES_ATTR: trial.number})
             return study.ask(dict(distributions))

@@ -32,12 +32,9 @@ import optuna
 from optuna.study._constrained_optimization import _CONSTRAINTS_KEY
 from optuna.trial import TrialState
 
+from search.record import (CONSTRAINTS_ATTR, CRASHED, INFEASIBLE, INFEASIBLE_OUTCOMES, METRICS_ATTR, OK, OUTCOME_ATTR,
+                           REASON_ATTR, RUNNABLE, STOPPED_EARLY)
 from search.sweep.constraints import Constraint
-
-RUNNABLE = "runnable"  # 0 for a trial that ran and reported the metrics it is scored on, 1 otherwise
-CONSTRAINTS_ATTR = "search.constraints"  # trial user attribute: constraint name -> value (> 0: violated)
-INFEASIBLE_OUTCOMES = ("oom", "infeasible")
-STOPPED_EARLY = "stopped_early"
 
 
 @dataclass
@@ -56,20 +53,20 @@ def score(result: Any, metric_names: Sequence[str] | None, n_values: int,
         return _score_plain(result, n_values)
     metrics = {k: float(v) for k, v in result.get("metrics", result).items()
                if isinstance(v, (int, float)) and not isinstance(v, bool)}
-    scored = Scored(str(result.get("outcome", "ok")), str(result.get("reason", "")), metrics,
+    scored = Scored(str(result.get("outcome", OK)), str(result.get("reason", "")), metrics,
                     {k: str(v) for k, v in result.get("info", {}).items()})
-    if scored.outcome != "ok":
+    if scored.outcome != OK:
         scored.constraints = _unmeasured(constraints)
         return scored
     missing = [k for k in metric_names or [] if not math.isfinite(metrics.get(k, math.nan))]
     if missing:
-        scored.outcome = "infeasible"
+        scored.outcome = INFEASIBLE
         scored.reason = f"the trial reported no finite {', '.join(missing)}"
         scored.constraints = _unmeasured(constraints)
         return scored
     scored.values = [metrics[k] for k in metric_names or []]
     if len(scored.values) != n_values:
-        return Scored("crashed", f"expected {n_values} values (one per metric), got {len(scored.values)}", metrics)
+        return Scored(CRASHED, f"expected {n_values} values (one per metric), got {len(scored.values)}", metrics)
     scored.constraints = {str(c): c.violation(metrics) for c in constraints}
     return scored
 
@@ -84,16 +81,16 @@ def _score_plain(result: Any, n_values: int) -> Scored:
     try:
         values = [float(result)] if isinstance(result, (int, float)) else [float(v) for v in result]
     except (TypeError, ValueError):
-        return Scored("crashed", f"the task returned {type(result).__name__}, not numbers or a metrics dict")
+        return Scored(CRASHED, f"the task returned {type(result).__name__}, not numbers or a metrics dict")
     if len(values) != n_values or not all(math.isfinite(v) for v in values):
-        return Scored("crashed", f"expected {n_values} finite values (one per metric), got {values}")
-    return Scored("ok", values=values)
+        return Scored(CRASHED, f"expected {n_values} finite values (one per metric), got {values}")
+    return Scored(OK, values=values)
 
 
 def tell(study: optuna.Study, trial: optuna.Trial, scored: Scored, directions: Sequence[str]) -> None:
-    trial.set_user_attr("outcome", scored.outcome)
-    trial.set_user_attr("reason", scored.reason)
-    trial.set_user_attr("metrics", scored.metrics)
+    trial.set_user_attr(OUTCOME_ATTR, scored.outcome)
+    trial.set_user_attr(REASON_ATTR, scored.reason)
+    trial.set_user_attr(METRICS_ATTR, scored.metrics)
     if scored.values is not None:
         set_constraints(study, trial, {RUNNABLE: 0.0, **scored.constraints})
         study.tell(trial, scored.values)
@@ -113,13 +110,3 @@ def set_constraints(study: optuna.Study, trial: optuna.Trial, values: dict[str, 
     optuna-dashboard reads), their names as a user attribute; see the module's docstring."""
     trial.set_user_attr(CONSTRAINTS_ATTR, values)
     study._storage.set_trial_system_attr(trial._trial_id, _CONSTRAINTS_KEY, list(values.values()))
-
-
-def named_constraints(trial: optuna.trial.FrozenTrial) -> dict[str, float]:
-    """Constraint name -> value, for trials written either way."""
-    named = trial.user_attrs.get(CONSTRAINTS_ATTR)
-    return dict(named) if isinstance(named, dict) else dict(trial.constraints)
-
-
-def is_feasible(trial: optuna.trial.FrozenTrial) -> bool:
-    return all(v <= 0.0 for v in trial.constraints.values())

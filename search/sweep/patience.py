@@ -38,9 +38,9 @@ from collections.abc import Sequence
 import optuna
 from optuna.trial import TrialState
 
-from search.sweep.answer import THROUGHPUT, noise_window
+from search.record import ROLE_ATTR, THROUGHPUT
+from search.sweep.answer import noise_window
 from search.sweep.early_stopping import at_floor, baseline_throughputs
-from search.sweep.roles import ROLE_ATTR
 
 
 def noise_of(trials: Sequence[optuna.trial.FrozenTrial]) -> float:

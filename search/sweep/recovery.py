@@ -23,12 +23,9 @@ import optuna
 import psutil
 from optuna.trial import TrialState
 
-from search.sweep.roles import CONFIRMATION_ROLES, ENQUEUED_AS, ROLE_ATTR
+from search.record import (CONFIRMATION_ROLES, CRASHED, ENQUEUED_AS, HEARTBEAT_ATTR, OUTCOME_ATTR, REASON_ATTR,
+                           RETRIES_ATTR, RETRY_OF_ATTR, WORKER_ATTR, role)
 
-WORKER_ATTR = "search.worker"
-HEARTBEAT_ATTR = "search.heartbeat_unix_s"
-RETRIES_ATTR = "search.retries"
-RETRY_OF_ATTR = "search.retry_of"
 HEARTBEAT_INTERVAL_S = 20.0
 
 
@@ -85,8 +82,8 @@ def close_stale(study: optuna.Study, trial: optuna.trial.FrozenTrial, max_retrie
     storage = study._storage
     worker = trial.user_attrs.get(WORKER_ATTR, "unknown worker")
     try:
-        storage.set_trial_user_attr(trial._trial_id, "outcome", "crashed")
-        storage.set_trial_user_attr(trial._trial_id, "reason", f"the sweep running it ({worker}) was killed")
+        storage.set_trial_user_attr(trial._trial_id, OUTCOME_ATTR, CRASHED)
+        storage.set_trial_user_attr(trial._trial_id, REASON_ATTR, f"the sweep running it ({worker}) was killed")
         study.tell(trial.number, state=TrialState.FAIL)
     except (optuna.exceptions.UpdateFinishedTrialError, ValueError):  # setting an attr / telling a finished trial
         return None
@@ -100,7 +97,7 @@ def retry(study: optuna.Study, trial: optuna.trial.FrozenTrial | optuna.Trial, m
     Returns whether it was enqueued; the next `ask` on the study runs it first. A confirmation's run is not:
     the next sweep confirms again from the start, and would drop it (search/sweep/roles.py drop_unrun)."""
     retries = int(trial.user_attrs.get(RETRIES_ATTR, 0))
-    if retries >= max_retries or trial.user_attrs.get(ROLE_ATTR) in CONFIRMATION_ROLES:
+    if retries >= max_retries or role(trial) in CONFIRMATION_ROLES:
         return False
     same = {k: v for k, v in trial.user_attrs.items() if k in ENQUEUED_AS}  # its role, its seed, ...
     study.enqueue_trial(trial.params, user_attrs={**same, RETRIES_ATTR: retries + 1, RETRY_OF_ATTR: trial.number},

@@ -14,9 +14,9 @@ import shlex
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from search.record import OVERRIDES_ATTR
 from search.sweep.space import to_override
 
-OVERRIDES = "overrides"  # trial attribute: the Hydra overrides the sweeper launched the trial with
 REPRODUCE_TAG = "search.overrides"  # trial run tag: paste_line(configuration_overrides(launched))
 # What the sweep tells one trial, not part of its configuration (search/sweep/early_stopping.py, trial_loop.py).
 SWEEP_INSTRUCTIONS = ("train.stop_below_samples_per_s", "train.throughput_only", "trial.optuna_study",
@@ -41,7 +41,7 @@ def _configures(key: str) -> bool:
 def job_overrides(trial: Any) -> list[str]:
     """A trial's (optuna Trial or FrozenTrial) configuration as overrides; from its parameters alone for a trial
     stored before its launch overrides were kept."""
-    launched = trial.user_attrs.get(OVERRIDES) or [to_override(k, v) for k, v in trial.params.items()]
+    launched = trial.user_attrs.get(OVERRIDES_ATTR) or [to_override(k, v) for k, v in trial.params.items()]
     return configuration_overrides(launched)
 
 

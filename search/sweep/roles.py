@@ -9,7 +9,8 @@
 
 Trials enqueued in the sampler's place (`search.replaces`: an unseen configuration instead of a
 repeat, search/sweep/no_repeat.py; `search.start_design`: the first proposals,
-search/sweep/start_design.py) carry no role: they are measured as proposals are.
+search/sweep/start_design.py) carry no role: they are measured as proposals are. The keys and the
+roles' names are search/record/keys.py's.
 """
 from __future__ import annotations
 
@@ -18,26 +19,9 @@ from typing import Any, Callable
 import optuna
 from optuna.trial import TrialState
 
-from search.sweep.no_repeat import REPLACES_ATTR
-from search.sweep.start_design import COMBINED_ATTR, HALFWAY_ATTR, START_ATTR
-
-ROLE_ATTR = "search.trial_role"  # not "search.role": MLflow runs carry that tag (trial | sweep)
-SEED_ATTR = "search.seed"
-EXTRA_OVERRIDES_ATTR = "search.extra_overrides"
-ROUND_ATTR = "search.confirm_round"  # a confirmation round's number (search/sweep/confirm.py)
-NIGHTLY_ROLE_ATTR = "search.nightly.role"  # incumbent | standing | warm_start | top_up (search/nightly/night.py)
-# Nightly's repeats that are its regression tests' measurements tonight: last night's answer's, and those of the
-# configuration whose regression stands since an earlier night (search/nightly/night.py).
-NIGHTLY_TESTED = ("incumbent", "standing")
-# What a trial was enqueued as, set when it was enqueued: a retry of it (search/sweep/recovery.py) is the same
-# trial again. Without them a killed baseline run came back as a plain trial, at the study's seed.
-ENQUEUED_AS = (ROLE_ATTR, SEED_ATTR, EXTRA_OVERRIDES_ATTR, ROUND_ATTR, NIGHTLY_ROLE_ATTR, START_ATTR, HALFWAY_ATTR,
-               COMBINED_ATTR, REPLACES_ATTR)
-
-
-# Enqueued in the sampler's place, proposals in every other way (early stopping and staging apply): a repeat's
-# replacement (search/sweep/no_repeat.py), the start design's moves, a move halfway back, a combination.
-PROPOSALS_ENQUEUED = (REPLACES_ATTR, START_ATTR, HALFWAY_ATTR, COMBINED_ATTR)
+from search.record import (BASELINE, CONFIRMATION_ROLES, EXTRA_OVERRIDES_ATTR, NIGHTLY_ROLE_ATTR, NIGHTLY_TESTED,
+                           OUTCOME_ATTR, PROPOSALS_ENQUEUED, PUT_BACK_OF_ATTR, REASON_ATTR, ROLE_ATTR, SEED_ATTR,
+                           SET_ASIDE_ATTR, SKIPPED, role)
 
 
 def measured_whatever_the_time(trial: optuna.trial.FrozenTrial) -> bool:
@@ -45,16 +29,12 @@ def measured_whatever_the_time(trial: optuna.trial.FrozenTrial) -> bool:
     answer is measured against, and the repeats of last night's answer and of a regression that stands,
     tonight's only measurements for the regression tests. Left waiting, a slow night (the one a regression
     makes) would skip its own test."""
-    return trial.user_attrs.get(ROLE_ATTR) == "baseline" or trial.user_attrs.get(NIGHTLY_ROLE_ATTR) in NIGHTLY_TESTED
+    return role(trial) == BASELINE or trial.user_attrs.get(NIGHTLY_ROLE_ATTR) in NIGHTLY_TESTED
 
 
 def enqueued_params(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> dict[str, Any]:
     """The parameters a trial was enqueued with (a waiting trial has no `params` yet); {} for a proposal."""
     return dict(study._storage.get_trial_system_attrs(trial._trial_id).get("fixed_params", {}))
-
-
-def role(trial: optuna.trial.FrozenTrial | optuna.Trial) -> str | None:
-    return trial.user_attrs.get(ROLE_ATTR)
 
 
 def enqueued_as_asked(study: optuna.Study, trial: optuna.Trial) -> bool:
@@ -74,15 +54,12 @@ def enqueue(study: optuna.Study, params: dict[str, Any], role_name: str, seed: i
     study.enqueue_trial(params, user_attrs=user_attrs, skip_if_exists=False)
 
 
-CONFIRMATION_ROLES = ("confirm", "seed_check")  # runs of one confirmation: a stopped one is done again, whole
-
-
 def drop_unrun(study: optuna.Study, roles: tuple[str, ...] = CONFIRMATION_ROLES) -> int:
     """Close as failed the re-measurements a stopped sweep enqueued and never ran: they belong to its
     confirmation, and the next sweep must not spend its own trials on them. How many."""
     dropped = 0
     for t in study.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
-        if t.user_attrs.get(ROLE_ATTR) in roles:
+        if role(t) in roles:
             _close_waiting(study, t, "enqueued by a confirmation that was stopped")
             dropped += 1
     return dropped
@@ -90,13 +67,11 @@ def drop_unrun(study: optuna.Study, roles: tuple[str, ...] = CONFIRMATION_ROLES)
 
 def _close_waiting(study: optuna.Study, trial: optuna.trial.FrozenTrial, reason: str, **user_attrs: Any) -> None:
     """A waiting trial closed as failed, never run: samplers ignore it, and `reason` says why."""
-    for name, value in {**user_attrs, "reason": reason}.items():
+    for name, value in {**user_attrs, REASON_ATTR: reason}.items():
         study._storage.set_trial_user_attr(trial._trial_id, name, value)
     study._storage.set_trial_state_values(trial._trial_id, state=TrialState.FAIL)
 
 
-SET_ASIDE_ATTR = "search.set_aside"  # on a trial set_aside_waiting() closed
-PUT_BACK_OF_ATTR = "search.put_back_of"  # on the trial put_back() enqueued in its place: the closed one's number
 Aside = list[tuple[int, dict[str, Any], dict[str, Any]]]  # (trial number, params, user attributes) of each trial
 
 
@@ -114,7 +89,7 @@ def set_aside_waiting(study: optuna.Study, keep_newest: int = 0,
     for t in [t for t in (waiting[:len(waiting) - keep_newest] if keep_newest else waiting) if not keep(t)]:
         aside.append((t.number, enqueued_params(study, t), dict(t.user_attrs)))  # before _close_waiting writes
         _close_waiting(study, t, "set aside while the answer was confirmed; enqueued again after it",
-                       outcome="skipped", **{SET_ASIDE_ATTR: True})
+                       **{OUTCOME_ATTR: SKIPPED, SET_ASIDE_ATTR: True})
     return aside
 
 
@@ -129,7 +104,7 @@ def put_back_stranded(study: optuna.Study) -> int:
     or a lost node, during the confirmation): call only while no live worker confirms. How many."""
     trials = study.get_trials(deepcopy=False)
     done = {t.user_attrs[PUT_BACK_OF_ATTR] for t in trials if PUT_BACK_OF_ATTR in t.user_attrs}
-    written = {"reason", "outcome", SET_ASIDE_ATTR}
+    written = {REASON_ATTR, OUTCOME_ATTR, SET_ASIDE_ATTR}
     stranded = [(t.number, enqueued_params(study, t), {k: v for k, v in t.user_attrs.items() if k not in written})
                 for t in trials if t.state == TrialState.FAIL and t.user_attrs.get(SET_ASIDE_ATTR)
                 and t.number not in done]

@@ -57,6 +57,7 @@ from optuna.distributions import (
 from optuna.samplers import BaseSampler
 from optuna.trial import FrozenTrial, TrialState
 
+from search.record import REPAIRED_ATTR
 from search.sweep.no_repeat import Resolved, configuration_key
 from search.sweep.settled import Settled
 from search.sweep.staging import maths_of
@@ -66,7 +67,6 @@ _REDRAWS = 3
 _RANDOM_DRAWS = 200
 _MAX_COMPLETIONS = 4096  # configurations a value sampled on its own may lead to, checked for one not run yet
 _RUN_STATES = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING)  # as search/sweep/no_repeat.py
-REPAIRED_ATTR = "search.repaired"  # the values changed to keep a joint proposal inside the rules
 
 
 class RuleAwareSampler(WrappedSampler):

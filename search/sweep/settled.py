@@ -25,7 +25,7 @@ from typing import Callable
 
 import optuna
 
-from search.sweep.answer import ACCURACY
+from search.record import ACCURACY, metrics
 from search.sweep.baseline import accuracy_floor
 from search.sweep.no_repeat import Resolved, configuration_key
 from search.sweep.staging import maths_of, trained_fully
@@ -53,5 +53,5 @@ def _trained(tolerance: float, resolved: Resolved | None, below: bool) -> Settle
             return frozenset()
         return frozenset(maths_of(configuration_key(t.params, resolved))
                          for t in study.get_trials(deepcopy=False) if trained_fully(t)
-                         and (t.user_attrs["metrics"][ACCURACY] < floor) == below)
+                         and (metrics(t)[ACCURACY] < floor) == below)
     return maths

@@ -30,9 +30,9 @@ from omegaconf import OmegaConf
 from optuna.trial import TrialState
 
 from objectives.knobs import SPEED_ONLY  # the keys that leave the trained model's maths unchanged
-from search.sweep.roles import ROLE_ATTR, SEED_ATTR, enqueued_as_asked
+from search.record import ACCURACY_FROM_ATTR, CONFIRM, OK, SEED_ATTR, metrics, outcome, role
+from search.sweep.roles import enqueued_as_asked
 
-ACCURACY_FROM_ATTR = "search.accuracy_from"  # the trial whose trained accuracy a throughput-only trial carries
 INHERITED = ("val_accuracy", "val_loss")
 # Metrics of how much a run ran (its length, its last loss, its wall time, sums over its timed windows): a
 # throughput-only run times the same windows as a whole run, but fewer of them, so these are not the
@@ -60,9 +60,9 @@ def maths_of(configuration: tuple) -> tuple:
 
 def trained_fully(trial: optuna.trial.FrozenTrial) -> bool:
     """A trial that trained its whole budget at the study's own seed and was evaluated."""
-    return (trial.state == TrialState.COMPLETE and trial.user_attrs.get("outcome") == "ok"
+    return (trial.state == TrialState.COMPLETE and outcome(trial) == OK
             and ACCURACY_FROM_ATTR not in trial.user_attrs and SEED_ATTR not in trial.user_attrs
-            and "val_accuracy" in trial.user_attrs.get("metrics", {}))
+            and "val_accuracy" in metrics(trial))
 
 
 def accuracy_source(study: optuna.Study, params: Mapping[str, Any], but: int | None = None) -> int | None:
@@ -80,7 +80,7 @@ def staged(study: optuna.Study, trial: optuna.Trial, enabled: bool) -> list[str]
     confirmation's rounds are timed), or when nothing with its maths trained yet."""
     if not enabled or SEED_ATTR in trial.user_attrs:
         return []
-    if enqueued_as_asked(study, trial) and trial.user_attrs.get(ROLE_ATTR) != "confirm":
+    if enqueued_as_asked(study, trial) and role(trial) != CONFIRM:
         return []  # the baseline, a retry, nightly's repeats: measured as they were asked for, in full
     source = trial.user_attrs.get(ACCURACY_FROM_ATTR)
     if source is None:
@@ -96,9 +96,9 @@ def with_inherited_accuracy(study: optuna.Study, trial: optuna.Trial, result: An
     source = trial.user_attrs.get(ACCURACY_FROM_ATTR)
     if source is None or not isinstance(result, Mapping) or result.get("outcome") != "ok":
         return result
-    metrics = study.get_trials(deepcopy=False)[int(source)].user_attrs.get("metrics", {})
+    inherited = metrics(study.get_trials(deepcopy=False)[int(source)])
     merged = dict(result)
-    merged["metrics"] = {**result.get("metrics", {}), **{k: metrics[k] for k in INHERITED if k in metrics}}
+    merged["metrics"] = {**result.get("metrics", {}), **{k: inherited[k] for k in INHERITED if k in inherited}}
     return merged
 
 

@@ -34,25 +34,25 @@ import optuna
 from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
 from optuna.trial import FrozenTrial, TrialState
 
+from search.record import (ACCURACY, BASELINE, COMBINED_ATTR, HALFWAY_ATTR, OK, START_ATTR, STOPPED_EARLY, THROUGHPUT,
+                           metrics, move_of, outcome, role)
 from search.reports.choose import key
-from search.sweep.outcome import STOPPED_EARLY
-from search.sweep.roles import ROLE_ATTR
-from search.sweep.start_design import COMBINED_ATTR, HALFWAY_ATTR, START_ATTR, _is_number
+from search.sweep.start_design import _is_number
 
-THROUGHPUT, PROBE, ACCURACY = "throughput_samples_per_s", "probe_throughput_samples_per_s", "val_accuracy"
+PROBE = "probe_throughput_samples_per_s"
 
 
 def _measured(trial: FrozenTrial) -> tuple[float, float | None] | None:
     """A trial's throughput and accuracy when it ran ok (a timed-only trial's accuracy is its maths' run's), or
     its probe's throughput and no accuracy when early stopping ended it (faster than your configuration, slower
     than the best so far); None otherwise."""
-    metrics = trial.user_attrs.get("metrics") or {}
+    m = metrics(trial)
     if trial.state != TrialState.COMPLETE:
         return None
-    if trial.user_attrs.get("outcome") == "ok" and THROUGHPUT in metrics:
-        return metrics[THROUGHPUT], metrics.get(ACCURACY)
-    if trial.user_attrs.get("outcome") == STOPPED_EARLY and (PROBE in metrics or THROUGHPUT in metrics):
-        return metrics.get(PROBE, metrics.get(THROUGHPUT)), None
+    if outcome(trial) == OK and THROUGHPUT in m:
+        return m[THROUGHPUT], m.get(ACCURACY)
+    if outcome(trial) == STOPPED_EARLY and (PROBE in m or THROUGHPUT in m):
+        return m.get(PROBE, m.get(THROUGHPUT)), None
     return None
 
 
@@ -63,7 +63,7 @@ def _baseline(trials: Sequence[FrozenTrial]) -> tuple[float, dict] | None:
     of your configuration read 715 and 1,155 samples/s (a default sweep of 2026-12-02), `batch_size=256` (775)
     and `=128` (779) "paid", and their combinations with `loader.num_workers=2` trained in full below the floor
     (7 s each); against the median (935) neither pays."""
-    runs = [t for t in trials if t.user_attrs.get(ROLE_ATTR) == "baseline"
+    runs = [t for t in trials if role(t) == BASELINE
             and (m := _measured(t)) is not None and m[1] is not None]
     return (statistics.median(_measured(t)[0] for t in runs), runs[0].params) if runs else None
 
@@ -118,8 +118,7 @@ def next_combination(trials: Sequence[FrozenTrial], floor: float | None,
                      forbids: Callable[[Mapping[str, Any]], Any] | None = None) -> tuple[list[str], dict] | None:
     """(the knobs it moves, the configuration) of the next combination to run, or None: none left, fewer than
     two moves paid, a start move or a combination not ended yet, or the floor not known yet."""
-    if floor is None or any(t.state in (TrialState.WAITING, TrialState.RUNNING)
-                            and any(a in t.user_attrs for a in (START_ATTR, HALFWAY_ATTR, COMBINED_ATTR))
+    if floor is None or any(t.state in (TrialState.WAITING, TrialState.RUNNING) and move_of(t) is not None
                             for t in trials):
         return None
     if (yours := _baseline(trials)) is None:

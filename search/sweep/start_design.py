@@ -42,11 +42,8 @@ import optuna
 from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
 
 from objectives.knobs import SPEED_ONLY, WORK_NEUTRAL
+from search.record import DEFERRED_ATTR, START_ATTR
 
-START_ATTR = "search.start_design"  # on a start trial: the knob it moved
-DEFERRED_ATTR = "search.start_deferred"  # on the study: [knob, params] of the moves no sweep had room for yet
-HALFWAY_ATTR = "search.start_halfway"  # on a trial: the knob moved halfway back (search/sweep/start_combination.py)
-COMBINED_ATTR = "search.start_combined"  # on a trial: the start moves it combines (search/sweep/start_combination.py)
 # The samplers the start design was measured to help (docs/BENCHMARKS.md, Search efficiency): the GP. Replayed
 # with it, TPE needed more trials than from its own random start (median 27.5 against 24.0 and 40 against 35.5
 # on the two grids, 30 seeds); random, grid and quasi-random sampling have a design of their own.

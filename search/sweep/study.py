@@ -23,18 +23,13 @@ from optuna.storages.journal import JournalFileBackend
 from optuna.trial import TrialState
 
 from search.errors import BadInput
+from search.record import METRIC_NAMES_ATTR, STUDY_ID_ATTR
 from search.sweep.journal import check_journal
 from search.sweep.space import grid_values
 from search.tracking.redact import redact, remember, reveal
 
 DEFAULT_STORAGE = "optuna.journal"
 _DIRECTIONS = ("maximize", "minimize")
-# Study attribute: the names of the metrics the study's values are (hydra.sweeper.metrics). The stored name
-# predates that setting's name and stays, so that studies written before still read.
-METRIC_NAMES_ATTR = "search.objectives"
-# Study attribute: the command that runs one of its configurations, given its overrides (`python -m search export`).
-APP_ATTR = "search.app_command"
-STUDY_ID_ATTR = "search.study_id"  # study_identity's id, kept on the study
 OUR_APP = "python -m search run"
 
 

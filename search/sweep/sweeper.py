@@ -33,14 +33,16 @@ from search.errors import EXIT_GAVE_UP, BadInput, Interrupted, exit_bad_input
 from search.leave import IMPORT_AHEAD_THREAD, exit_is_ours
 from search.measure import fingerprint, gpu_telemetry
 from search.measure.spare_cpu import spare_cores
+from search.record import (ANSWER_ATTR, APP_ATTR, CONFIRMATION_ROLES, MLFLOW_RUN_ID_ATTR, OK, STOPPED_EARLY, THROUGHPUT,
+                           TOLERANCE_ATTR, Answer, outcome, role)
 from search.reports.answer import answer_metrics, answer_throughputs, print_answer, tag_sweep_run
 from search.reports.plots import preload as preload_plots, write_report
 from search.reports.progress import SweepProgress
 from search.reports.tables import compare_label, compare_run_ids, front_trials, print_front, say
 from search.sweep import workers
-from search.sweep.answer import ANSWER_ATTR, THROUGHPUT, Answer, no_idle
-from search.sweep.baseline import (TOLERANCE_ATTR, as_run_here, baseline_params, baseline_trials, enqueue_baseline,
-                                   fit_baseline, not_measured)
+from search.sweep.answer import no_idle
+from search.sweep.baseline import (as_run_here, baseline_params, baseline_trials, enqueue_baseline, fit_baseline,
+                                   not_measured)
 from search.sweep.confirm import confirm, overrides_for, runs_of
 from search.sweep.early_stopping import describe_mode
 from search.sweep.failure_policy import FailurePolicy
@@ -52,14 +54,14 @@ from search.sweep.per_second import Known
 from search.sweep.planning import Plan, plan_sweep
 from search.sweep.recovery import Heartbeat, worker_id
 from search.sweep.reproduce import configuration_overrides, paste_line
-from search.sweep.roles import CONFIRMATION_ROLES, put_back, role, set_aside_waiting
+from search.sweep.roles import put_back, set_aside_waiting
 from search.sweep.rule_sampler import within_rules
 from search.sweep.settled import Settled, at_floor, below_floor
 from search.sweep.staging import staging_applies
 from search.sweep.start_design import (deferred, enqueue_deferred, enqueue_start, not_moved_alone, one_knob_at_a_time,
                                       start_line, starts_from_design)
-from search.sweep.study import (APP_ATTR, GP_IMPORTS, app_command, check_space_matches, large_study_notice,
-                                load_or_create, make_sampler, name_metrics, storage_location, study_identity)
+from search.sweep.study import (GP_IMPORTS, app_command, check_space_matches, large_study_notice, load_or_create,
+                                make_sampler, name_metrics, storage_location, study_identity)
 from search.sweep.sweep_settings import sweep_settings
 from search.sweep.trial_loop import SweepRun, recover, run_enqueued, run_trials
 from search.tracking import mlflow_client, mlflow_repair
@@ -164,7 +166,7 @@ class SweeperImpl:
         finally:
             workers.mark(study, "done")  # again, the heartbeat stopped: a beat may have re-marked the state it read
             completed = [t for t in study.get_trials(deepcopy=False)
-                         if t.state == TrialState.COMPLETE and t.user_attrs.get("outcome", "ok") != "stopped_early"]
+                         if t.state == TrialState.COMPLETE and outcome(t, unrecorded=OK) != STOPPED_EARLY]
             tracking.end_sweep(sweep, status, {"trials_complete_in_study": len(completed), **answer_metrics(answer),
                                                **answer_throughputs(study, answer)},
                                self.sweep_dir / tracking.UNLOGGED_FILE)
@@ -436,11 +438,11 @@ class SweeperImpl:
         print(f"MLflow: {mlflow_client.how_to_look()}   (experiment {self.settings.experiment_name or plan.study_name!r}:"
               f" {mlflow_client.experiment_url(sweep.experiment_id)})", flush=True)
         trials = study.get_trials(deepcopy=False)
-        answer_runs = [trials[n].user_attrs.get("mlflow_run_id") for n in (answer.trials[:1] if answer else [])]
+        answer_runs = [trials[n].user_attrs.get(MLFLOW_RUN_ID_ATTR) for n in (answer.trials[:1] if answer else [])]
         runs = list(dict.fromkeys([r for r in answer_runs if r] + compare_run_ids(study)))
         if (url := mlflow_client.compare_url(runs)) is not None:
-            named = set(answer_runs) | {t.user_attrs.get("mlflow_run_id") for t in baseline_trials(study)}
-            front_adds = any(t.user_attrs.get("mlflow_run_id") not in named for t in front_trials(study))
+            named = set(answer_runs) | {t.user_attrs.get(MLFLOW_RUN_ID_ATTR) for t in baseline_trials(study)}
+            front_adds = any(t.user_attrs.get(MLFLOW_RUN_ID_ATTR) not in named for t in front_trials(study))
             label = compare_label(bool(answer_runs), answer is not None and answer.is_baseline,
                                   bool(baseline_trials(study)), front_adds)
             print(f"MLflow, side by side ({label}): {url}", flush=True)

@@ -12,7 +12,7 @@ from typing import Callable
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from search.sweep.staging import ACCURACY_FROM_ATTR
+from search.record import ACCURACY_FROM_ATTR, OK, ended_unix_s, launched_unix_s, metrics, outcome
 
 # A timed-only run's share of a full training before the study has run one of each: the default CPU sweep's runs
 # measured 0.3-0.5 (1.5-2.1 s against 3.7-6.3 s, 2026-12-02), and a larger share only weighs cost less.
@@ -21,17 +21,17 @@ TIMED_ONLY_SHARE_PRIOR = 0.5
 
 def wall_s(t: FrozenTrial) -> float:
     """The trial's seconds from its launch to its end (the trial loop's stamps), else its run's own trial_wall_s."""
-    a, b = t.user_attrs.get("search.launched_unix_s"), t.user_attrs.get("search.ended_unix_s")
+    a, b = launched_unix_s(t), ended_unix_s(t)
     if a is not None and b is not None:
         return float(b) - float(a)
-    return float(t.user_attrs.get("metrics", {}).get("trial_wall_s", 0.0))
+    return float(metrics(t).get("trial_wall_s", 0.0))
 
 
 def ran_ok(study: optuna.Study, throughput_only: bool,
            where: Callable[[FrozenTrial], bool] | None = None) -> list[FrozenTrial]:
     """The trials of that kind (timed only, or trained in full) that ended ok with a wall time (and `where`)."""
     return [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-            if (ACCURACY_FROM_ATTR in t.user_attrs) == throughput_only and t.user_attrs.get("outcome") == "ok"
+            if (ACCURACY_FROM_ATTR in t.user_attrs) == throughput_only and outcome(t) == OK
             and wall_s(t) > 0 and (where is None or where(t))]
 
 

@@ -18,6 +18,8 @@ import optuna
 from hydra.core.utils import JobStatus
 from optuna.trial import TrialState
 
+from search.record import (ENDED_ATTR, EXTRA_OVERRIDES_ATTR, LAUNCHED_ATTR, MLFLOW_PARENT_RUN_ID_ATTR,
+                           MLFLOW_RUN_ID_ATTR, OVERRIDES_ATTR, SLOTS_ATTR)
 from search.reports.progress import SweepProgress
 from search.sweep import interrupt, start_combination, workers
 from search.sweep.baseline import accuracy_floor
@@ -30,8 +32,8 @@ from search.sweep.no_repeat import ask_unseen, completed_configurations, every_c
 from search.sweep.patience import search_ended
 from search.sweep.planning import Plan
 from search.sweep.recovery import Heartbeat, close_stale, stale_trials
-from search.sweep.reproduce import OVERRIDES, REPRODUCE_TAG, configuration_overrides, paste_line
-from search.sweep.roles import EXTRA_OVERRIDES_ATTR, measured_whatever_the_time
+from search.sweep.reproduce import REPRODUCE_TAG, configuration_overrides, paste_line
+from search.sweep.roles import measured_whatever_the_time
 from search.sweep.space import to_override
 from search.sweep.staging import staged
 from search.sweep.study import SweepGridSampler
@@ -125,10 +127,11 @@ def recover(study: optuna.Study, settings: SweepSettings, retry: bool = True) ->
             retried = close_stale(study, trial, settings.max_retries if retry else 0)
         if retried is None:  # another worker closed it
             continue
-        run_id, parent_run_id = trial.user_attrs.get("mlflow_run_id"), trial.user_attrs.get("mlflow_parent_run_id")
+        run_id = trial.user_attrs.get(MLFLOW_RUN_ID_ATTR)
+        parent_run_id = trial.user_attrs.get(MLFLOW_PARENT_RUN_ID_ATTR)
         try:
             if run_id is None and parent_run_id is not None:  # killed before its run was made, or before its id
-                lines = trial.user_attrs.get(OVERRIDES)
+                lines = trial.user_attrs.get(OVERRIDES_ATTR)
                 run_id = tracking.run_of_killed_attempt(
                     parent_run_id, trial.number, trial.params, run_name(trial.number, trial.user_attrs),
                     {REPRODUCE_TAG: paste_line(configuration_overrides(lines))} if lines else {})
@@ -162,8 +165,8 @@ def propose(run: SweepRun, searching: bool = True) -> slots.Launch:
                                                            settings.early_stopping_margin,
                                                            settings.early_stopping_startup_trials, floor)))
     run.heartbeat.track(trial)
-    trial.set_user_attr("mlflow_parent_run_id", run.sweep.parent_run_id)
-    trial.set_user_attr(OVERRIDES, lines)
+    trial.set_user_attr(MLFLOW_PARENT_RUN_ID_ATTR, run.sweep.parent_run_id)
+    trial.set_user_attr(OVERRIDES_ATTR, lines)
     job_config = run.jobs.compose(lines)
     cfg = trial_config(job_config)
     # Parsed here when this process runs the job (None: a user's app, a refused config, or another
@@ -173,7 +176,7 @@ def propose(run: SweepRun, searching: bool = True) -> slots.Launch:
                                   run_name(trial.number, trial.user_attrs),
                                   {REPRODUCE_TAG: paste_line(configuration_overrides(lines))})
     if run_id is not None:
-        trial.set_user_attr("mlflow_run_id", run_id)
+        trial.set_user_attr(MLFLOW_RUN_ID_ATTR, run_id)
     devices = parsed.parallel.devices if parsed is not None else 1
     return slots.Launch(trial, lines, devices, job_config, parsed)
 
@@ -201,8 +204,8 @@ def _run_slots(run: SweepRun, budget: int, deadline: float | None, enqueued: boo
 
     def start(launch: slots.Launch, taken: list[slots.Slot]) -> Any:
         visible = slots.cuda_visible_devices(taken)
-        launch.trial.set_user_attr("search.slots", ",".join(str(s.index) for s in taken))
-        launch.trial.set_user_attr("search.launched_unix_s", time.time())
+        launch.trial.set_user_attr(SLOTS_ATTR, ",".join(str(s.index) for s in taken))
+        launch.trial.set_user_attr(LAUNCHED_ATTR, time.time())
         run.progress.started([launch.trial.number], launch.trial.params)
         with slots.detached_jobs(), handing(launch.config):
             if visible is None:  # the config composed when the trial was proposed is this job's config
@@ -213,7 +216,7 @@ def _run_slots(run: SweepRun, budget: int, deadline: float | None, enqueued: boo
         return ret.return_value if ret.status == JobStatus.COMPLETED else result_of(ret)
 
     def finish(launch: slots.Launch, result: Any) -> bool:
-        launch.trial.set_user_attr("search.ended_unix_s", time.time())
+        launch.trial.set_user_attr(ENDED_ATTR, time.time())
         run.outcomes.append(close_trial(run, launch.trial, result))
         run.heartbeat.untrack(launch.trial)
         return run.failure_policy.gives_up(run.outcomes)

@@ -39,24 +39,24 @@ from typing import Any, Callable
 
 import optuna
 
+from search.record import CONFIRMER_ATTR, WORKER_STATE_PREFIX
 from search.sweep.recovery import worker_alive, worker_id
 from search.sweep.roles import drop_unrun, put_back_stranded
 
-STATE_PREFIX = "search.worker_state:"
-CONFIRMER_ATTR = "search.confirming_worker"
 CLAIM_SETTLE_S = 2.0  # longer than two workers' claims can land apart once both looked
 
 
 def _entries(study: optuna.Study) -> dict[str, dict[str, Any]]:
     attrs = study._storage.get_study_system_attrs(study._study_id)
-    return {k[len(STATE_PREFIX):]: v for k, v in attrs.items() if k.startswith(STATE_PREFIX) and isinstance(v, dict)}
+    return {k[len(WORKER_STATE_PREFIX):]: v for k, v in attrs.items()
+            if k.startswith(WORKER_STATE_PREFIX) and isinstance(v, dict)}
 
 
 def mark(study: optuna.Study, state: str) -> None:
     """This worker's entry: `searching` (its registration time kept), `confirming` or `done`."""
     me = worker_id()
     since = _entries(study).get(me, {}).get("since_unix_s", time.time())
-    study._storage.set_study_system_attr(study._study_id, STATE_PREFIX + me,
+    study._storage.set_study_system_attr(study._study_id, WORKER_STATE_PREFIX + me,
                                          {"state": state, "since_unix_s": since, "beat_unix_s": time.time()})
 
 

@@ -32,9 +32,10 @@ from mlflow.entities import Run
 from mlflow.tracking import MlflowClient
 from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
 
+from search.record import CRASHED, METRICS_ATTR, OUTCOME_ATTR, WORKER_ATTR, reason
 from search.tracking import mlflow_runs as tracking
 from search.tracking.mlflow_client import log_values
-from search.sweep.recovery import WORKER_ATTR, worker_alive
+from search.sweep.recovery import worker_alive
 from search.sweep.staging import logged_metrics
 from search.tracking.redact import redact
 
@@ -126,9 +127,9 @@ def _close_from_study(client: MlflowClient, run_id: str, study: optuna.Study, nu
     trials = study.get_trials(deepcopy=False)
     trial = trials[number] if number < len(trials) and trials[number].number == number else None
     finished = trial is not None and trial.state.is_finished()
-    outcome = str(trial.user_attrs.get("outcome", "crashed")) if finished else "crashed"
-    metrics = trial.user_attrs.get("metrics") if finished else None
+    outcome = str(trial.user_attrs.get(OUTCOME_ATTR, CRASHED)) if finished else CRASHED
+    metrics = trial.user_attrs.get(METRICS_ATTR) if finished else None
     log_values(client, run_id, metrics=logged_metrics(metrics, trial.user_attrs) if isinstance(metrics, dict) else {},
-               tags={"search.outcome": outcome, "search.reason": str(trial.user_attrs.get("reason", ""))
+               tags={"search.outcome": outcome, "search.reason": reason(trial)
                      if finished else "its sweep ended without closing it"})
     client.set_terminated(run_id, status=tracking.RUN_STATUS.get(outcome, "FAILED" if finished else "KILLED"))

@@ -21,6 +21,7 @@ import mlflow
 from mlflow.tracking import MlflowClient
 from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID, MLFLOW_RUN_NAME
 
+from search.record import WORKER_ATTR
 from search.tracking.mlflow_client import MAX_TAG_CHARS, log_series, log_values
 from search.tracking.redact import redact
 
@@ -96,7 +97,7 @@ def start_sweep(experiment_name: str, study_name: str, params: Mapping[str, Any]
     take (UNLOGGED_TAG), so that the next start can replay it (search/tracking/mlflow_repair.py).
     `study_identity`: tags of the parent run and of every trial run (Sweep.study_identity)."""
     identity = {k: redact(str(v)) for k, v in (study_identity or {}).items()}
-    from search.sweep.recovery import WORKER_ATTR, worker_id
+    from search.sweep.recovery import worker_id
 
     client = MlflowClient()
     experiment_id = _experiment_id(client, experiment_name)

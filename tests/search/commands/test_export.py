@@ -19,9 +19,7 @@ from optuna.storages.journal import JournalFileBackend
 from sweep_results import load_study
 
 from search.commands.export import main as export_main
-from search.sweep.answer import ACCURACY, ANSWER_ATTR, THROUGHPUT, Answer
-from search.sweep.baseline import TOLERANCE_ATTR
-from search.sweep.roles import ROLE_ATTR, ROUND_ATTR, SEED_ATTR
+from search.record import ACCURACY, ANSWER_ATTR, ROLE_ATTR, ROUND_ATTR, SEED_ATTR, THROUGHPUT, TOLERANCE_ATTR, Answer
 from search.tracking.mlflow_runs import flatten
 
 pytestmark = pytest.mark.slow

@@ -12,8 +12,7 @@ from optuna.trial import TrialState, create_trial
 
 from search.errors import EXIT_NIGHTLY_FAILED
 from search.nightly import night as nightly
-from search.sweep.answer import ANSWER_ATTR
-from search.sweep.roles import ROLE_ATTR
+from search.record import ANSWER_ATTR, NIGHTLY_ROLE_ATTR, ROLE_ATTR
 from search.sweep.trial_loop import out_of_time
 
 SPACE = {"batch_size": CategoricalDistribution([64, 256])}
@@ -68,7 +67,7 @@ def test_a_resumed_night_or_a_second_worker_enqueues_nothing_twice() -> None:
     again = nightly.start(CFG, tonight, storage, SPACE)  # the night run again: was 4 more each time
     assert again.enqueued == 0 and again.on_top == 4  # what waits still runs on top of n_trials
     waiting = tonight.get_trials(states=(TrialState.WAITING,))
-    assert [t.user_attrs[nightly.ROLE] for t in waiting] == ["incumbent"] * 3 + ["warm_start"]
+    assert [t.user_attrs[NIGHTLY_ROLE_ATTR] for t in waiting] == ["incumbent"] * 3 + ["warm_start"]
     trial = tonight.ask()  # one repeat ran ok (a killed one is FAIL, and enqueued again as a retry)
     tonight.tell(trial, 1400.0)
     assert nightly.start(CFG, tonight, storage, SPACE).enqueued == 0
@@ -78,9 +77,9 @@ def test_past_max_wall_s_only_your_configuration_and_the_incumbents_repeats_stil
     study = optuna.create_study()
     past, future = time.monotonic() - 1, time.monotonic() + 60
     assert not out_of_time(study, None) and not out_of_time(study, future) and out_of_time(study, past)
-    study.enqueue_trial({"batch_size": 64}, user_attrs={nightly.ROLE: "warm_start"})
+    study.enqueue_trial({"batch_size": 64}, user_attrs={NIGHTLY_ROLE_ATTR: "warm_start"})
     assert out_of_time(study, past)  # a search trial: not after the deadline
-    study.enqueue_trial({"batch_size": 64}, user_attrs={nightly.ROLE: "incumbent"})
+    study.enqueue_trial({"batch_size": 64}, user_attrs={NIGHTLY_ROLE_ATTR: "incumbent"})
     assert not out_of_time(study, past)  # was: skipped, and the night said "No regression" with exit 0
 
 
@@ -105,7 +104,7 @@ def test_what_a_killed_earlier_night_left_running_is_closed_not_retried(capsys) 
     from types import SimpleNamespace
 
     from search.nightly.sweep_hooks import NightlyHooks
-    from search.sweep.recovery import WORKER_ATTR
+    from search.record import WORKER_ATTR
     from search.sweep.trial_loop import recover
 
     storage = optuna.storages.InMemoryStorage()
@@ -154,8 +153,9 @@ def test_last_nights_answer_crashing_tonight_is_reported_not_given_up_on(tmp_pat
     report = (tmp_path / "f2" / "report" / "nightly.md").read_text()
     assert "# Nightly f2: UNTESTED" in report and "**NOT TESTED**" in report
     tonight = optuna.load_study(study_name="f2", storage=storage).trials
-    assert sum(t.user_attrs.get(nightly.ROLE) == "incumbent" for t in tonight) == 5
-    assert sum(t.user_attrs.get(nightly.ROLE) is None and t.user_attrs.get("outcome") == "ok" for t in tonight) >= 1
+    assert sum(t.user_attrs.get(NIGHTLY_ROLE_ATTR) == "incumbent" for t in tonight) == 5
+    assert sum(t.user_attrs.get(NIGHTLY_ROLE_ATTR) is None and t.user_attrs.get("outcome") == "ok"
+               for t in tonight) >= 1
 
 
 def test_a_night_run_again_leaves_one_verdict_to_filter_on(tmp_path: Path, monkeypatch) -> None:
@@ -206,7 +206,7 @@ def test_a_night_run_again_compares_with_the_nights_before_it_not_a_later_one(tm
     assert [s.study_name for s in again.earlier] == ["n1"] and again.incumbent_night == "n1"
     assert killed.user_attrs[nightly.STARTED] == "2026-11-26T02:00:00+0000"  # it keeps its place in the series
     waiting = killed.get_trials(states=(TrialState.WAITING,))
-    assert [t.user_attrs[nightly.ROLE] for t in waiting] == ["incumbent"] * 3  # n3's 256 is no warm start
+    assert [t.user_attrs[NIGHTLY_ROLE_ATTR] for t in waiting] == ["incumbent"] * 3  # n3's 256 is no warm start
     for throughput in (1395.0, 1405.0, 1400.0):  # the incumbent's repeats tonight
         add(killed, 64, throughput, 0.83)
     killed.set_user_attr(ANSWER_ATTR, {"params": {"batch_size": 64}})
@@ -330,7 +330,7 @@ def test_a_regression_stands_until_a_night_measures_it_back_at_its_old_speed(tmp
 
     still, state = _tonight(storage, "n3", "2026-11-27T02:00:00+0000", b64=700.0, b256=2000.0)
     assert state.standing_night == "n1" and state.standing_since == "n2"
-    assert [t.user_attrs[nightly.ROLE] for t in still.trials].count("standing") == 0  # 64 is the incumbent too
+    assert [t.user_attrs[NIGHTLY_ROLE_ATTR] for t in still.trials].count("standing") == 0  # 64 is the incumbent too
     assert nightly.finish(state, [CFG["metric"]], tmp_path / "n3", None, []) == EXIT_REGRESSION
     report = (tmp_path / "n3" / "nightly.md").read_text()
     assert "# Nightly n3: REGRESSION" in report and "No regression: last night's best (n2" in report  # slow = slow
@@ -358,14 +358,14 @@ def test_a_standing_regression_of_another_configuration_is_measured_again_or_acc
     slow.set_user_attr(ANSWER_ATTR, {"params": {"batch_size": 256}})
     assert nightly.finish(state, [CFG["metric"]], tmp_path / "n2", None, []) == EXIT_REGRESSION
     still, state = _tonight(storage, "n3", "2026-11-27T02:00:00+0000", b64=700.0, b256=2000.0)
-    roles = [t.user_attrs[nightly.ROLE] for t in still.trials]
+    roles = [t.user_attrs[NIGHTLY_ROLE_ATTR] for t in still.trials]
     assert roles == ["incumbent"] * 3 + ["standing"] * 3  # 256, then 64 (no warm start: both measured again)
-    assert [t.params["batch_size"] for t in still.trials if t.user_attrs[nightly.ROLE] == "standing"] == [64] * 3
+    assert [t.params["batch_size"] for t in still.trials if t.user_attrs[NIGHTLY_ROLE_ATTR] == "standing"] == [64] * 3
     assert nightly.finish(state, [CFG["metric"]], tmp_path / "n3", None, []) == EXIT_REGRESSION
 
     accepting = {**CFG, "accept_slowdown": True}
     accepted, state = _tonight(storage, "n4", "2026-11-28T02:00:00+0000", accepting, b64=700.0, b256=2000.0)
-    assert "standing" not in [t.user_attrs[nightly.ROLE] for t in accepted.trials]
+    assert "standing" not in [t.user_attrs[NIGHTLY_ROLE_ATTR] for t in accepted.trials]
     assert nightly.finish(state, [CFG["metric"]], tmp_path / "n4", None, []) == 0
     report = (tmp_path / "n4" / "nightly.md").read_text()
     assert "Accepted: the regression since n2 (`batch_size=64`, slower than on n1) is no longer tested" in report
@@ -385,7 +385,7 @@ def test_a_standing_regression_not_measured_tonight_is_untested_and_handed_on(tm
     state = nightly.start(CFG, tonight, storage, SPACE)
     for trial in tonight.get_trials(states=(TrialState.WAITING,)):
         asked = tonight.ask(SPACE)
-        if asked.user_attrs[nightly.ROLE] == "standing":  # batch_size=64 crashed every time
+        if asked.user_attrs[NIGHTLY_ROLE_ATTR] == "standing":  # batch_size=64 crashed every time
             tonight.tell(asked, state=TrialState.FAIL)
             continue
         asked.set_user_attr("outcome", "ok")

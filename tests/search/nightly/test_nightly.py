@@ -30,7 +30,8 @@ from optuna.storages.journal import JournalFileBackend
 from servers import MlflowServer
 
 from search.errors import EXIT_REGRESSION
-from search.nightly.night import ROLE, SUPERSEDED, SUPERSEDED_BY, VERDICT
+from search.nightly.night import SUPERSEDED, SUPERSEDED_BY, VERDICT
+from search.record import NIGHTLY_ROLE_ATTR
 from search.tracking.mlflow_client import compare_url, experiment_url
 from search.tracking.mlflow_runs import EXPERIMENT_KIND, MODEL_TRAINING, flatten
 
@@ -100,14 +101,14 @@ def test_nights_warm_start_compare_and_catch_a_regression_without_a_false_alarm(
     trials_1 = nights.study("night-1").trials
     best_1 = max((t for t in trials_1 if t.state.name == "COMPLETE"), key=lambda t: t.values[0])
     assert best_1.params == {"batch_size": 64}  # 64 samples per 20 ms step beat 32
-    topped = [t for t in trials_1 if t.user_attrs.get(ROLE) == "top_up"]
+    topped = [t for t in trials_1 if t.user_attrs.get(NIGHTLY_ROLE_ATTR) == "top_up"]
     assert len(topped) >= 1 and all(t.params == best_1.params for t in topped)  # tomorrow compares with repeats
 
     second, text = nights.runs["night-2"], nights.reports["night-2"]
     assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
     trials = nights.study("night-2").trials
-    incumbent = [t for t in trials if t.user_attrs.get(ROLE) == "incumbent"]
-    warm = [t for t in trials if t.user_attrs.get(ROLE) == "warm_start"]
+    incumbent = [t for t in trials if t.user_attrs.get(NIGHTLY_ROLE_ATTR) == "incumbent"]
+    warm = [t for t in trials if t.user_attrs.get(NIGHTLY_ROLE_ATTR) == "warm_start"]
     assert [t.number for t in incumbent] == [0, 1, 2] and all(t.params == best_1.params for t in incumbent)
     assert [t.params for t in warm] == [{"batch_size": 32}]  # night 1's other configuration, enqueued next
     assert "# Nightly night-2: OK" in text and "No regression" in text, text
@@ -121,7 +122,7 @@ def test_nights_warm_start_compare_and_catch_a_regression_without_a_false_alarm(
     assert "nightly_incumbent_change_fraction" in parent.data.metrics
     assert {a.path for a in nights.client.list_artifacts(parent.info.run_id, "report")} >= {
         "report/nightly.md", "report/nightly.html", "report/pareto_front.png", "report/plots.html"}
-    assert nights.client.get_run(incumbent[0].user_attrs["mlflow_run_id"]).data.tags[ROLE] == "incumbent"
+    assert nights.client.get_run(incumbent[0].user_attrs["mlflow_run_id"]).data.tags[NIGHTLY_ROLE_ATTR] == "incumbent"
 
     third, text = nights.runs["night-3"], nights.reports["night-3"]
     assert third.returncode == EXIT_REGRESSION, third.stdout[-3000:] + third.stderr[-3000:]

@@ -4,9 +4,8 @@ from __future__ import annotations
 import optuna
 from optuna.distributions import CategoricalDistribution
 
+from search.record import ACCURACY_FROM_ATTR, ROLE_ATTR, SEED_ATTR
 from search.reports.choose import candidates
-from search.sweep.roles import ROLE_ATTR, SEED_ATTR
-from search.sweep.staging import ACCURACY_FROM_ATTR
 
 SPACE = {"loader.num_workers": CategoricalDistribution([0, 2])}
 

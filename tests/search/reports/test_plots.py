@@ -58,7 +58,7 @@ def test_plots_keep_the_studys_trial_numbers_and_draw_one_front_point_per_config
     the study does, and the Pareto front has one point per configuration at the median of its runs
     (as the terminal's front table), not a point per round."""
     from search.reports.plots import _configurations, _measured
-    from search.sweep.roles import SEED_ATTR
+    from search.record import SEED_ATTR
 
     space = {"batch_size": CategoricalDistribution([32, 64])}
     study = optuna.create_study(directions=["maximize", "maximize"])

@@ -11,9 +11,9 @@ import pytest
 from optuna.distributions import CategoricalDistribution
 from rich.console import Console
 
+from search.record import ROLE_ATTR, SEED_ATTR
 from search.reports.progress import SweepProgress, finished_line, status_line
 from search.reports.tables import BASELINE, compare_label, front_table, front_trials
-from search.sweep.roles import ROLE_ATTR, SEED_ATTR
 
 WIDTHS = (80, 100, 200)
 METRICS = ["throughput_samples_per_s", "val_accuracy"]

@@ -23,13 +23,12 @@ from optuna.storages import JournalStorage
 from optuna.storages.journal import JournalFileBackend
 
 from conftest import NO_REPORT, TESTS, pythonpath, run_search
+from search.record import ACCURACY_FROM_ATTR, ANSWER_ATTR, ROLE_ATTR, ROUND_ATTR, SEED_ATTR, Answer, Contender, Ratio
 from search.reports.labels import fmt, metric_label
-from search.sweep.answer import ANSWER_ATTR, Answer, Contender, Ratio, eligible, panel_lines, pick, within_noise
+from search.sweep.answer import eligible, panel_lines, pick, within_noise
 from search.sweep.baseline import baseline_trials, enqueue_baseline, fit_baseline
-from search.sweep.confirm import ROUND_ATTR
-from search.sweep.roles import ROLE_ATTR, SEED_ATTR
 from search.sweep.space import Space
-from search.sweep.staging import ACCURACY_FROM_ATTR, accuracy_source, maths_key, with_inherited_accuracy
+from search.sweep.staging import accuracy_source, maths_key, with_inherited_accuracy
 from search.tracking.mlflow_runs import flatten
 from sweep_results import load_study, runs
 
@@ -637,7 +636,7 @@ def test_staging_trains_a_set_of_maths_once(workdir):
 def test_a_night_tops_up_its_confirmed_answer_after_the_confirmation(workdir):
     """Seen in nightly runs: the top-up repeated the fastest configuration by throughput alone (batch 256 at
     val_accuracy 0.62), before the confirmation, while the next night's incumbent is the confirmed answer."""
-    from search.nightly.night import ROLE
+    from search.record import NIGHTLY_ROLE_ATTR
 
     env = {"PYTHONPATH": pythonpath(TESTS.parent, TESTS)}
     result = run_search("nightly", *PACED, "hydra.sweeper.n_trials=3", "hydra.sweeper.baseline_repeats=2",
@@ -647,7 +646,7 @@ def test_a_night_tops_up_its_confirmed_answer_after_the_confirmation(workdir):
     study = _the_study(workdir)
     trials = study.get_trials(deepcopy=False)
     answer = Answer.from_dict(study.user_attrs["search.answer"])
-    topped = [t for t in trials if t.user_attrs.get(ROLE) == "top_up"]
+    topped = [t for t in trials if t.user_attrs.get(NIGHTLY_ROLE_ATTR) == "top_up"]
     assert answer.params == {"batch_size": 128} and topped, [t.params for t in trials]
     assert all(t.params == answer.params and ACCURACY_FROM_ATTR not in t.user_attrs for t in topped)
     assert min(t.number for t in topped) > max(t.number for t in trials if t.user_attrs.get(ROLE_ATTR) == "confirm")
@@ -739,7 +738,7 @@ def test_proposals_left_waiting_are_set_aside_for_the_confirmation_and_put_back(
     rounds; Optuna hands out the oldest first, so it would run as a round and the seed check would be left
     unrun. Set aside, the rounds run in their order; put back, the move waits for the next sweep."""
     from search.sweep.roles import put_back, put_back_stranded, set_aside_waiting
-    from search.sweep.start_design import START_ATTR
+    from search.record import START_ATTR
 
     study = optuna.create_study(directions=["maximize", "maximize"])
     study.enqueue_trial({"batch_size": 128}, user_attrs={START_ATTR: "batch_size"})
@@ -761,9 +760,9 @@ def test_trials_set_aside_by_a_killed_confirmation_are_put_back_by_the_next_swee
     """A sweep SIGKILLed during its confirmation never put back what it set aside: the trials stayed closed as
     skipped, and a killed trial's retry or a start move was lost. The next sweep's start enqueues them again,
     once, with their own attributes."""
+    from search.record import PUT_BACK_OF_ATTR, START_ATTR
     from search.sweep import workers
-    from search.sweep.roles import PUT_BACK_OF_ATTR, put_back_stranded, set_aside_waiting
-    from search.sweep.start_design import START_ATTR
+    from search.sweep.roles import put_back_stranded, set_aside_waiting
 
     study = optuna.create_study(directions=["maximize", "maximize"])
     study.enqueue_trial({"batch_size": 128}, user_attrs={START_ATTR: "batch_size"})

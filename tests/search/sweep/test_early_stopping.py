@@ -15,9 +15,10 @@ from optuna.distributions import CategoricalDistribution
 from optuna.trial import TrialState
 
 from conftest import run_search
+from search.record import is_feasible, named_constraints
 from search.sweep.early_stopping import answer_bar, choose_mode, throughput_bar, trial_overrides
 from search.sweep.no_repeat import completed_configurations
-from search.sweep.outcome import is_feasible, named_constraints, score, tell
+from search.sweep.outcome import score, tell
 
 METRICS = ["throughput_samples_per_s", "val_accuracy"]
 SPACE = {"x": CategoricalDistribution([1, 2, 3, 4, 5, 6])}
@@ -191,7 +192,7 @@ def test_one_objective_with_constraints_the_median_pruner_stops_a_bad_trial(work
 def test_searching_for_the_answer_the_bar_is_the_fastest_trial_at_the_floor() -> None:
     """A trial slower than a known configuration at the floor cannot be the answer, whatever its accuracy:
     the bar needs no best-accuracy assumption and no start-up trials."""
-    from search.sweep.roles import SEED_ATTR
+    from search.record import SEED_ATTR
 
     study = optuna.create_study(directions=["maximize", "maximize"])
     study.set_user_attr("search.objectives", METRICS)
@@ -215,7 +216,7 @@ def test_searching_for_the_answer_the_bar_is_the_fastest_trial_at_the_floor() ->
 def test_the_answers_bar_widens_to_the_noise_the_baselines_own_runs_showed() -> None:
     """Seen on a loaded machine: one run at 2,811 samples/s set a bar of 2,530 and stopped a trial at 2,352 that
     the confirmation would have measured as fast. Your configuration's two runs show the machine's noise."""
-    from search.sweep.roles import ROLE_ATTR, SEED_ATTR
+    from search.record import ROLE_ATTR, SEED_ATTR
 
     study = optuna.create_study(directions=["maximize", "maximize"])
     study.set_user_attr("search.objectives", METRICS)

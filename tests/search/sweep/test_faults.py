@@ -27,7 +27,7 @@ from faulty_objective import RAISED_MESSAGE
 from sweep_results import load_study, wait_gone
 
 from conftest import REPO, TESTS, pythonpath, run_search
-from search.sweep.outcome import named_constraints
+from search.record import named_constraints
 
 pytestmark = pytest.mark.slow
 

@@ -13,7 +13,8 @@ from optuna.trial import create_trial
 
 from conftest import TESTS, pythonpath, run_search
 from search.errors import BadInput
-from search.sweep.fixed_config import FIXED_ATTR, changes, check_fixed, fixed_record, source_digest
+from search.record import FIXED_ATTR
+from search.sweep.fixed_config import changes, check_fixed, fixed_record, source_digest
 from sweep_results import load_study, runs
 
 PACED = ["objective=custom", "objective.callable=paced_objective:objective", "hydra.sweeper.params=null",

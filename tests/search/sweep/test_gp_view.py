@@ -10,10 +10,11 @@ import pytest
 from optuna.distributions import CategoricalDistribution
 from optuna.samplers import GPSampler, TPESampler
 
+from search.record import ROLE_ATTR
 from search.sweep.gp_view import GPView, _View, gp_view
 from search.sweep.baseline import accuracy_floor
 from search.sweep.outcome import Scored, tell
-from search.sweep.roles import ROLE_ATTR, enqueue
+from search.sweep.roles import enqueue
 from search.sweep.rule_sampler import RuleAwareSampler
 from conftest import cli_env
 

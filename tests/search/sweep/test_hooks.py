@@ -9,7 +9,7 @@ from conftest import REPO
 from search.nightly.sweep_hooks import NightlyHooks, sweep_hooks
 from search.sweep.hooks import NoHooks
 
-BELOW_COMMANDS = ("sweep", "trial", "measure", "tracking", "reports", "nightly")
+BELOW_COMMANDS = ("sweep", "trial", "measure", "tracking", "reports", "nightly", "record")
 
 
 def test_a_plain_sweep_has_no_hooks_and_nightly_has_its_own() -> None:

@@ -9,7 +9,8 @@ from optuna.distributions import CategoricalDistribution
 from optuna.trial import TrialState
 
 from conftest import run_search
-from search.sweep.no_repeat import REPEAT_ATTR, ask_unseen
+from search.record import REPEAT_ATTR
+from search.sweep.no_repeat import ask_unseen
 from sweep_results import load_study
 
 SPACE = {"a": CategoricalDistribution([1, 2, 3]), "b": CategoricalDistribution(["x", "y"])}  # 6 configurations
@@ -35,7 +36,8 @@ def test_tpe_repeats_are_replaced_by_unseen_configurations_until_the_space_is_us
 def test_the_rule_aware_sampler_repairs_repeats_before_a_trial_number_is_spent() -> None:
     """TPE and GP keep proposing the best configuration; wrapped, they run every configuration once, with
     no trial failed as a skipped repeat, and say which proposals they repaired."""
-    from search.sweep.rule_sampler import REPAIRED_ATTR, within_rules
+    from search.record import REPAIRED_ATTR
+    from search.sweep.rule_sampler import within_rules
 
     for base in (optuna.samplers.TPESampler(seed=0, n_startup_trials=2, multivariate=True),
                  optuna.samplers.GPSampler(seed=0, n_startup_trials=2)):

@@ -8,9 +8,10 @@ import optuna
 import pytest
 
 from search.errors import BadInput
+from search.record import is_feasible, named_constraints
 from search.reports.tables import front_trials
 from search.sweep.constraints import parse_constraints
-from search.sweep.outcome import is_feasible, named_constraints, score, tell
+from search.sweep.outcome import score, tell
 
 METRICS = ["throughput_samples_per_s", "val_accuracy"]
 

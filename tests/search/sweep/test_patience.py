@@ -8,9 +8,8 @@ import optuna
 from optuna.distributions import CategoricalDistribution
 
 from conftest import TESTS, pythonpath, run_search
+from search.record import ROLE_ATTR, START_ATTR
 from search.sweep.patience import search_ended, stale_proposals
-from search.sweep.roles import ROLE_ATTR
-from search.sweep.start_design import START_ATTR
 from sweep_results import load_study
 
 DISTS = {"x": CategoricalDistribution(list(range(50)))}

@@ -12,15 +12,16 @@ import pytest
 from optuna.distributions import CategoricalDistribution
 from optuna.samplers import GPSampler
 
+from search.record import ACCURACY_FROM_ATTR, REPAIRED_ATTR
 from search.sweep.baseline import accuracy_floor
 from search.sweep.gp_view import _View, gp_view
 from search.sweep.no_repeat import configuration_key
 from search.sweep.outcome import Scored, tell
 from search.sweep.per_second import Known, pick_per_cost, picking
 from search.sweep.roles import enqueue
-from search.sweep.rule_sampler import REPAIRED_ATTR, within_rules
+from search.sweep.rule_sampler import within_rules
 from search.sweep.settled import at_floor, below_floor
-from search.sweep.staging import ACCURACY_FROM_ATTR, accuracy_source, maths_key
+from search.sweep.staging import accuracy_source, maths_key
 from search.sweep.trial_cost import TIMED_ONLY_SHARE_PRIOR, timed_only_share
 
 METRICS = ["throughput_samples_per_s", "val_accuracy"]

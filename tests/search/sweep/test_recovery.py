@@ -115,7 +115,8 @@ def test_two_workers_closing_the_same_stale_trial_retry_it_once() -> None:
     """Every live worker sees a dead worker's trial as stale at the same time;
     the one whose FAIL lands retries it, the other steps aside without an error."""
     import optuna
-    from search.sweep.recovery import WORKER_ATTR, close_stale, stale_trials
+    from search.record import WORKER_ATTR
+    from search.sweep.recovery import close_stale, stale_trials
 
     study = optuna.create_study(directions=["maximize", "maximize"])
     trial = study.ask({"batch_size": optuna.distributions.CategoricalDistribution([32, 64])})
@@ -157,9 +158,9 @@ def test_a_retried_baseline_run_is_the_same_run_again_and_the_missing_seed_is_wh
     judged accuracy by the seed + 1 runs alone and your own configuration failed your own bar."""
     import optuna
 
+    from search.record import EXTRA_OVERRIDES_ATTR, RETRY_OF_ATTR, ROLE_ATTR, SEED_ATTR
     from search.sweep.baseline import baseline_trials, enqueue_baseline
-    from search.sweep.recovery import RETRY_OF_ATTR, retry
-    from search.sweep.roles import EXTRA_OVERRIDES_ATTR, ROLE_ATTR, SEED_ATTR
+    from search.sweep.recovery import retry
 
     study = optuna.create_study(directions=["maximize", "maximize"])
     params = {"batch_size": 64}
@@ -187,8 +188,8 @@ def test_a_stopped_confirmation_run_is_not_retried_the_next_sweep_confirms_again
     # was: "enqueued again ... the next sweep runs it first", and the next sweep dropped it unrun
     import optuna
 
+    from search.record import ROLE_ATTR
     from search.sweep.recovery import retry
-    from search.sweep.roles import ROLE_ATTR
 
     study = optuna.create_study()
     for role, retried in (("confirm", False), ("seed_check", False), ("baseline", True)):
@@ -207,8 +208,7 @@ def test_a_trial_killed_before_its_run_was_noted_has_a_killed_run_after_the_next
     import optuna
     from optuna.distributions import CategoricalDistribution
 
-    from search.sweep.recovery import WORKER_ATTR
-    from search.sweep.reproduce import OVERRIDES
+    from search.record import OVERRIDES_ATTR, WORKER_ATTR
     from search.sweep.sweep_settings import SweepSettings
     from search.sweep.trial_loop import recover
     from search.tracking import mlflow_runs as tracking
@@ -221,7 +221,7 @@ def test_a_trial_killed_before_its_run_was_noted_has_a_killed_run_after_the_next
     gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     trial.set_user_attr(WORKER_ATTR, f"{socket.gethostname()}:{int(gone.stdout)}:{time.time():.2f}")  # exited
     trial.set_user_attr("mlflow_parent_run_id", sweep.parent_run_id)
-    trial.set_user_attr(OVERRIDES, [f"batch_size={trial.params['batch_size']}"])
+    trial.set_user_attr(OVERRIDES_ATTR, [f"batch_size={trial.params['batch_size']}"])
     if run_made:
         made = tracking.start_trial(sweep, trial.number, {"batch_size": trial.params["batch_size"]})
 

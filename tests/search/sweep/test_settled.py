@@ -9,11 +9,12 @@ import pytest
 from optuna.distributions import CategoricalDistribution
 
 from conftest import run_search
+from search.record import ACCURACY_FROM_ATTR, SEED_ATTR
 from search.sweep.no_repeat import ask_unseen, configuration_key
-from search.sweep.roles import SEED_ATTR, enqueue
+from search.sweep.roles import enqueue
 from search.sweep.rule_sampler import within_rules
 from search.sweep.settled import at_floor, below_floor
-from search.sweep.staging import ACCURACY_FROM_ATTR, maths_of
+from search.sweep.staging import maths_of
 from sweep_results import load_study
 
 SPACE = {"batch_size": CategoricalDistribution([64, 128]), "model_pruning.ratio": CategoricalDistribution([0.0, 0.5]),

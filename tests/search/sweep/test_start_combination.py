@@ -6,9 +6,8 @@ from optuna.distributions import CategoricalDistribution
 from optuna.trial import TrialState, create_trial
 
 from conftest import TESTS, pythonpath, run_search
-from search.sweep.roles import ROLE_ATTR, SEED_ATTR
+from search.record import COMBINED_ATTR, HALFWAY_ATTR, ROLE_ATTR, SEED_ATTR, START_ATTR
 from search.sweep.start_combination import enqueue_next, next_combination, next_halfway
-from search.sweep.start_design import COMBINED_ATTR, HALFWAY_ATTR, START_ATTR
 from sweep_results import load_study
 
 DISTS = {"batch_size": CategoricalDistribution([64, 128]), "workers": CategoricalDistribution([0, 2]),
@@ -208,7 +207,8 @@ def test_two_workers_enqueueing_the_same_combination_run_it_once():
     any training, and the worker asks again."""
     import random
 
-    from search.sweep.no_repeat import REPEAT_ATTR, ask_unseen
+    from search.record import REPEAT_ATTR
+    from search.sweep.no_repeat import ask_unseen
 
     study = optuna.create_study(directions=["maximize", "maximize"])
     twin = {**BASE, "workers": 2, "threads": 2}

@@ -13,12 +13,12 @@ from optuna.trial import TrialState
 from conftest import run_search
 from objectives import Hardware
 from objectives.config import parse_values
+from search.record import ACCURACY_FROM_ATTR, START_ATTR
 from search.sweep.combinations import fit_to_rules
 from search.sweep.roles import enqueue, enqueued_as_asked
 from search.sweep.space import build_space
-from search.sweep.staging import ACCURACY_FROM_ATTR, SPEED_ONLY
-from search.sweep.start_design import (START_ATTR, WORK_NEUTRAL, enqueue_start, not_moved_alone, one_knob_at_a_time,
-                                       start_line)
+from search.sweep.staging import SPEED_ONLY
+from search.sweep.start_design import WORK_NEUTRAL, enqueue_start, not_moved_alone, one_knob_at_a_time, start_line
 from sweep_results import load_study
 
 TWO_CORES = Hardware(cpu_cores=2, why_no_gpu="none here")
@@ -189,7 +189,7 @@ def test_moves_past_n_trials_wait_on_the_study_not_as_trials_and_run_first_in_it
     """n_trials=2 leaves room for one of three moves after the baseline: the other two are kept on the
     study, so the confirmation finds no waiting trial to close (before: two failed trials that never ran,
     in optuna-dashboard and every listing of the study), and the next sweep runs them first."""
-    from search.sweep.start_design import DEFERRED_ATTR
+    from search.record import DEFERRED_ATTR
 
     args = ["multirun", "hydra.sweeper.params=null", "batch_size=choice(64,128)", "loader.num_workers=choice(0,1)",
             "precision=choice(fp32,bf16)", "train.budget_samples=800", "hydra.sweeper.baseline_repeats=1",
@@ -239,7 +239,7 @@ def test_deferred_moves_fit_behind_the_trials_a_killed_sweep_left_waiting(workdi
     """A resumed study still holds the trials a killed sweep enqueued (a retry, start moves): they run first, so
     the deferred moves get only the room left after them. Before, the sweep said "4 move(s) ... run first" and ran
     2, the others set aside at the confirmation."""
-    from search.sweep.start_design import DEFERRED_ATTR
+    from search.record import DEFERRED_ATTR
 
     args = ["multirun", "hydra.sweeper.params=null", "batch_size=choice(64,128)", "loader.num_workers=choice(0,1)",
             "precision=choice(fp32,bf16)", "train.budget_samples=800", "hydra.sweeper.baseline_repeats=1",

@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from conftest import run_search
-from search.sweep.outcome import named_constraints
 from sweep_results import load_study, runs
+from search.record import named_constraints
 
 pytestmark = pytest.mark.slow
 

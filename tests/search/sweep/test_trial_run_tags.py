@@ -6,11 +6,12 @@ import shlex
 
 import optuna
 
+from search.record import ACCURACY_FROM_ATTR
 from search.sweep.closing import end_tags, run_name
 from search.sweep.constraints import broken_text, parse_constraints
 from search.sweep.outcome import score, tell
 from search.sweep.reproduce import configuration_overrides, paste_line
-from search.sweep.staging import ACCURACY_FROM_ATTR, logged_metrics
+from search.sweep.staging import logged_metrics
 
 METRICS = ["throughput_samples_per_s", "val_accuracy"]
 RULES = parse_constraints(["val_accuracy >= 0.93", "params_count <= 7000"])

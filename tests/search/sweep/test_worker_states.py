@@ -12,6 +12,7 @@ import time
 import optuna
 import pytest
 
+from search.record import CONFIRMER_ATTR, WORKER_STATE_PREFIX
 from search.sweep import workers
 from search.sweep.recovery import worker_id
 
@@ -25,7 +26,7 @@ def study() -> optuna.Study:
 
 
 def other(study: optuna.Study, worker: str, state: str, since: float, beat: float) -> None:
-    study._storage.set_study_system_attr(study._study_id, workers.STATE_PREFIX + worker,
+    study._storage.set_study_system_attr(study._study_id, WORKER_STATE_PREFIX + worker,
                                          {"state": state, "since_unix_s": since, "beat_unix_s": beat})
 
 
@@ -77,11 +78,11 @@ def test_two_workers_ending_together_one_confirms(study: optuna.Study) -> None:
     other(study, "elsewhere:12:t1", "done", since=time.time() - 60, beat=time.time())  # active while this one ran
     workers.mark(study, "done")
     assert workers.claims_confirmation(study, GRACE_S, settle_s=0.01)  # the other did not claim: ours stands
-    assert study._storage.get_study_system_attrs(study._study_id)[workers.CONFIRMER_ATTR]["worker"] == worker_id()
+    assert study._storage.get_study_system_attrs(study._study_id)[CONFIRMER_ATTR]["worker"] == worker_id()
 
     def the_other_claims_too() -> None:
         time.sleep(0.05)
-        study._storage.set_study_system_attr(study._study_id, workers.CONFIRMER_ATTR,
+        study._storage.set_study_system_attr(study._study_id, CONFIRMER_ATTR,
                                              {"worker": "elsewhere:12:t1", "at_unix_s": time.time()})
 
     thread = threading.Thread(target=the_other_claims_too)

@@ -190,9 +190,7 @@ def test_workers_with_the_baseline_run_it_once_and_the_last_one_confirms(workdir
     and only the worker that searched last confirms, so no confirmation round is taken by a worker still
     searching (search/sweep/workers.py). Before, each worker enqueued and ran its own confirmation while
     the other searched, and each took the other's rounds as search trials."""
-    from search.sweep.answer import ANSWER_ATTR
-    from search.sweep.recovery import WORKER_ATTR
-    from search.sweep.roles import ROLE_ATTR
+    from search.record import ANSWER_ATTR, ROLE_ATTR, WORKER_ATTR
 
     url = f"sqlite:///{workdir}/study.db"
     env = {**os.environ, "PYTHONPATH": pythonpath(), "MLFLOW_TRACKING_URI": f"sqlite:///{workdir}/mlflow.db"}
@@ -230,11 +228,7 @@ def test_two_nightly_workers_top_up_once_on_the_worker_that_confirmed(workdir: P
     another configuration (the fastest so far), while the other worker was still searching."""
     import time
 
-    from search.nightly.night import ROLE
-    from search.sweep.answer import ANSWER_ATTR
-    from search.sweep.recovery import WORKER_ATTR
-    from search.sweep.roles import ROLE_ATTR
-    from search.sweep.workers import STATE_PREFIX
+    from search.record import ANSWER_ATTR, NIGHTLY_ROLE_ATTR, ROLE_ATTR, WORKER_ATTR, WORKER_STATE_PREFIX
 
     url = f"sqlite:///{workdir}/night.db"
     env = {**os.environ, "PYTHONPATH": pythonpath(REPO, TESTS),
@@ -256,7 +250,7 @@ def test_two_nightly_workers_top_up_once_on_the_worker_that_confirmed(workdir: P
             study = optuna.load_study(study_name="n", storage=url)
         except KeyError:  # not created yet
             return 0
-        return sum(k.startswith(STATE_PREFIX) for k in study._storage.get_study_system_attrs(study._study_id))
+        return sum(k.startswith(WORKER_STATE_PREFIX) for k in study._storage.get_study_system_attrs(study._study_id))
 
     # The 3-trial worker registers first, so the 1-trial one starts, runs its trial and ends while the other
     # searches: started together, a slow start of the second (a loaded machine) let the first search, confirm
@@ -280,7 +274,7 @@ def test_two_nightly_workers_top_up_once_on_the_worker_that_confirmed(workdir: P
     trials = study.get_trials(deepcopy=False)
     confirmed_on = {t.user_attrs.get(WORKER_ATTR) for t in trials
                     if t.user_attrs.get(ROLE_ATTR) in ("confirm", "seed_check")}
-    topped = [t for t in trials if t.user_attrs.get(ROLE) == "top_up"]
+    topped = [t for t in trials if t.user_attrs.get(NIGHTLY_ROLE_ATTR) == "top_up"]
     assert sum("confirmation: left to the last worker still searching" in out for out in outs) == 1, outs
     assert len(confirmed_on) == 1 and {t.user_attrs.get(WORKER_ATTR) for t in topped} == confirmed_on
     answer = study.user_attrs[ANSWER_ATTR]["params"]
@@ -301,9 +295,7 @@ def test_a_worker_that_joins_during_the_confirmation_waits_and_takes_none_of_its
     trial next, would run it as a round (search/sweep/workers.py)."""
     import time
 
-    from search.sweep.answer import ANSWER_ATTR
-    from search.sweep.recovery import WORKER_ATTR
-    from search.sweep.roles import ROLE_ATTR
+    from search.record import ANSWER_ATTR, ROLE_ATTR, WORKER_ATTR
 
     url = f"sqlite:///{workdir}/join.db"
     env = {**os.environ, "PYTHONPATH": pythonpath(REPO, TESTS),

@@ -172,7 +172,7 @@ def test_two_workers_repairing_one_dead_sweep_at_once_write_each_run_once(tmp_pa
 
     from search.tracking import mlflow_repair
     from search.tracking import mlflow_runs as tracking
-    from search.sweep.recovery import WORKER_ATTR
+    from search.record import WORKER_ATTR
 
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path}/mlflow.db")
     client = MlflowClient()
