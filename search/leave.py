@@ -16,7 +16,7 @@ sweep's files, studies and MLflow runs are written and closed before.
 One thread is not waited for: the sweep imports what it will need later (the
 GP sampler's scipy, the report's plotting modules) on a background thread
 while its trials run, one module at a time onto a spare core
-(search/sweep/sweeper.py `_import_ahead`). It is not a daemon (before Python
+(search/sweep/import_ahead.py `import_ahead`). It is not a daemon (before Python
 3.14 a daemon thread still importing when the interpreter finalises can
 abort the process), and when it ran at the lowest CPU priority a loaded
 machine starved it: beside three busy processes on 2 cores, a 2-trial sweep

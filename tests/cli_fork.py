@@ -35,7 +35,7 @@ _DRIVER = r"""
 import atexit, importlib, json, os, select, sys, threading
 import search.__main__ as cli
 # What a multirun imports before it checks its config: Hydra's plugins, the sweeper, MLflow; and what a
-# sweep imports ahead (search/sweep/sweeper.py _import_ahead): the GP sampler's torch and scipy, the report's
+# sweep imports ahead (search/sweep/import_ahead.py): the GP sampler's torch and scipy, the report's
 # plotting modules. Nothing is started: a forkserver started here would be shared.
 import search.commands.precheck, search.sweep.sweeper, search.trial.app, search.tracking.mlflow_runs
 from hydra.core.plugins import Plugins

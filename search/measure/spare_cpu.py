@@ -2,7 +2,7 @@
 cores it may run on, no more than its cgroup's CPU quota leaves (a Kubernetes pod's limit, a SLURM job's
 cgroup), over a short sample.
 
-The sweep imports ahead on a thread only onto such a spare core (search/sweep/sweeper.py _import_ahead):
+The sweep imports ahead on a thread only onto such a spare core (search/sweep/import_ahead.py):
 on a busy machine a thread sharing the first trial's core slowed that trial's measured throughput, and a
 thread at the lowest priority instead held the module locks the sweep's main thread needed next for minutes.
 """

@@ -108,6 +108,9 @@ class Answer:
     # another worker's answer, confirmed while this one searched, that this worker's trials since cannot change
     # (search/sweep/confirm.py standing_answer): shown and tagged on this worker's sweep run, not stored again
     standing: bool = False
+    # why the search proposed no more trials and how to search on from there (search/sweep/trial_loop.py search_on);
+    # '' for an answer stored before it was said
+    search_ended: str = ""
 
     def rounds_run(self) -> int:
         """The rounds the confirmation ran; for an answer stored before they were counted, the most it shows."""

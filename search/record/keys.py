@@ -25,13 +25,18 @@ CONFIRMATION_ROLES = (CONFIRM, SEED_CHECK)  # runs of one confirmation: a stoppe
 START_ATTR = "search.start_design"  # trial: the knob a start-design trial moved (search/sweep/start_design.py)
 HALFWAY_ATTR = "search.start_halfway"  # trial: the knob moved halfway back (search/sweep/start_combination.py)
 COMBINED_ATTR = "search.start_combined"  # trial: the start moves it combines, their knobs comma-separated
-# study system attribute: [knob, params] of the start moves no sweep had room for yet
+# study system attribute: [knob, params] of the start moves no sweep had room for yet (studies written before the
+# start design moved from the best so far; nothing writes it now)
 DEFERRED_ATTR = "search.start_deferred"
+MOVED_FROM_ATTR = "search.moved_from"  # trial: the number of the trial whose configuration a move started from
+RETUNED_ATTR = "search.retuned"  # trial: the work-neutral knob (the learning rate) retuned for a fast configuration
+RECIPE_ATTR = "search.recipe"  # trial: the hardware whose practitioner's first try it is (search/sweep/recipe.py)
 REPEAT_ATTR = "search.repeat_of"  # trial: skipped, it repeats that trial's configuration (search/sweep/no_repeat.py)
 REPLACES_ATTR = "search.replaces"  # trial: the unseen configuration that ran instead of a repeat: the repeat's number
 # trial: the values changed to keep a joint proposal inside the rules (search/sweep/rule_sampler.py)
 REPAIRED_ATTR = "search.repaired"
-MOVES = (START_ATTR, HALFWAY_ATTR, COMBINED_ATTR)  # the start design's moves (search/record/trials.py move_of)
+# the start design's moves (search/record/trials.py move_of)
+MOVES = (START_ATTR, HALFWAY_ATTR, RETUNED_ATTR, RECIPE_ATTR, COMBINED_ATTR)
 
 # Trial: outcome and measurement.
 OUTCOME_ATTR = "outcome"  # trial: how it ended (search/record/outcomes.py)
@@ -83,7 +88,7 @@ NIGHTLY_TESTED = (NIGHTLY_INCUMBENT, NIGHTLY_STANDING)
 # What a trial was enqueued as, set when it was enqueued: a retry of it (search/sweep/recovery.py) is the same
 # trial again. Without them a killed baseline run came back as a plain trial, at the study's seed.
 ENQUEUED_AS = (ROLE_ATTR, SEED_ATTR, EXTRA_OVERRIDES_ATTR, ROUND_ATTR, NIGHTLY_ROLE_ATTR, START_ATTR, HALFWAY_ATTR,
-               COMBINED_ATTR, REPLACES_ATTR)
+               COMBINED_ATTR, RETUNED_ATTR, RECIPE_ATTR, MOVED_FROM_ATTR, REPLACES_ATTR)
 # Enqueued in the sampler's place, proposals in every other way (early stopping and staging apply): a repeat's
 # replacement (search/sweep/no_repeat.py), the start design's moves, a move halfway back, a combination.
-PROPOSALS_ENQUEUED = (REPLACES_ATTR, START_ATTR, HALFWAY_ATTR, COMBINED_ATTR)
+PROPOSALS_ENQUEUED = (REPLACES_ATTR, START_ATTR, HALFWAY_ATTR, COMBINED_ATTR, RETUNED_ATTR, RECIPE_ATTR)

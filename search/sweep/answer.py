@@ -136,7 +136,7 @@ def panel_lines(answer: Answer, baseline_params: Mapping[str, Any], idle: Idle =
         if answer.baseline_val_accuracy is not None:
             lines.append(f"val_accuracy {answer.baseline_val_accuracy:.4f}; the others had to reach "
                          f"{answer.baseline_val_accuracy - answer.tolerance:.4f} (tolerance {answer.tolerance:g})")
-        return lines
+        return lines + ([answer.search_ended] if answer.search_ended else [])
     what = changed_text(answer.params, baseline_params, idle)
     if answer.rounds >= 2:
         lines.append(f"{what}: {answer.speedup:.2f}x your configuration (95% CI {answer.ci_low:.2f}-"
@@ -175,4 +175,4 @@ def panel_lines(answer: Answer, baseline_params: Mapping[str, Any], idle: Idle =
         moved = changed_text(c["params"], baseline_params, idle)
         lines.append(f"not confirmed (hydra.sweeper.confirm_budget): {moved}, {measured}{runs} search "
                      f"run{'s' if runs > 1 else ''}, within noise of the search's fastest")
-    return lines
+    return lines + ([answer.search_ended] if answer.search_ended else [])

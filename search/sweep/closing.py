@@ -22,9 +22,9 @@ from search.sweep.baseline import accuracy_floor
 from search.sweep.early_stopping import fastest_at_floor, intermediate_series
 from search.sweep.failure_policy import FAILURES
 from search.sweep.metric_names import ended_ok, unreported
-from search.sweep.outcome import Scored, score, tell
+from search.sweep.outcome import Scored
 from search.sweep.recovery import retry
-from search.sweep.staging import logged_metrics, with_inherited_accuracy
+from search.sweep.staging import logged_metrics
 from search.tracking import mlflow_runs as tracking
 
 if TYPE_CHECKING:
@@ -34,12 +34,10 @@ if TYPE_CHECKING:
 def close_trial(run: SweepRun, trial: optuna.Trial, result: Any) -> str:
     """Tell Optuna and MLflow how the trial ended; its outcome."""
     plan = run.plan
-    result = with_inherited_accuracy(run.study, trial, result)  # a throughput-only trial (search/sweep/staging.py)
     refusal = None
     if plan.confirm_metrics and ended_ok(result):  # a user's function: its first ok trial shows what it reports
         refusal, plan.confirm_metrics = unreported(result, plan.confirm_metrics), None
-    scored = score(result, plan.metrics, len(plan.directions), plan.constraints)
-    tell(run.study, trial, scored, plan.directions)
+    scored = run.engine.tell(trial, result)  # a throughput-only trial carries its maths' accuracy
     series = dict(result.get("series") or {}) if isinstance(result, dict) else {}
     if plan.early_stopping == "pruner":
         series.update(intermediate_series(run.study, trial))

@@ -15,6 +15,8 @@ from typing import Any, Mapping, Protocol, Sequence
 import optuna
 from optuna.distributions import BaseDistribution
 
+from search.sweep.engine import Engine, Policy, Start
+
 
 class SweepHooks(Protocol):
     def named_metrics(self) -> dict[str, str]:
@@ -70,3 +72,16 @@ class NoHooks:
     def finish(self, metric_names: Sequence[str], report_dir: Path, parent_run_id: str | None,
                plot_files: list[Path], last: bool = True) -> int:
         return 0
+
+
+class HookStart(Policy):
+    """The hooks' trials at the search's start (nightly's repeats of last night's answer), right after your
+    configuration's runs and ahead of the search's own: they run whatever the time (hooks.max_wall_s), and
+    Optuna hands out waiting trials oldest first. They come on top of n_trials (Start.enqueued)."""
+
+    def __init__(self, hooks: SweepHooks, storage: Any):
+        self.hooks, self.storage = hooks, storage
+
+    def start(self, engine: Engine, start: Start) -> list[str]:
+        start.enqueued += self.hooks.start(engine.study, self.storage, engine.space.distributions, start.first)
+        return []

@@ -12,14 +12,13 @@ running now on another device slot or worker), the proposal is closed as
 a failed trial marked `search.repeat_of` (samplers ignore failed trials, and
 no MLflow run or training is spent on it) and an unseen configuration drawn
 at random is enqueued in its place. Once every configuration of a finite
-space has run, the sweep stops searching (search/sweep/trial_loop.py
+space has run, the sweep stops searching (search/sweep/engine.py
 used_up; the confirmation re-measures, interleaved); a trial enqueued
 on purpose (a retry, a re-measurement) runs all the same, but for a move
-halfway back or a combination of the start's moves (start_combination.py):
-whichever worker proposes next enqueues those, so two workers of one study
-may enqueue the same one at the same moment, and the later of the two is
-closed the same way when it reaches a worker (before, both trained). A configuration
-is what runs on this machine, not
+of the start design (search/sweep/start_design.py): whichever worker
+proposes next enqueues those, so two workers of one study may enqueue the
+same one at the same moment, and the later of the two is closed the same
+way when it reaches a worker. A configuration is what runs on this machine, not
 how it is written (Space.runs_as): on a GPU, `loader.pin_memory` null and
 true are one configuration; with `loader.num_workers=0`, so are both values
 of `loader.persistent_workers` (DataLoader is not given it; a default sweep
@@ -36,9 +35,11 @@ import optuna
 from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
 from optuna.trial import TrialState
 
-from search.record import COMBINED_ATTR, HALFWAY_ATTR, OUTCOME_ATTR, REASON_ATTR, REPEAT_ATTR, REPLACES_ATTR, SKIPPED
+from search.record import (COMBINED_ATTR, HALFWAY_ATTR, OUTCOME_ATTR, REASON_ATTR, REPEAT_ATTR, REPLACES_ATTR,
+                           RETUNED_ATTR, SKIPPED, START_ATTR)
 
-RACED = (HALFWAY_ATTR, COMBINED_ATTR)  # enqueued by whichever worker proposes next: two may enqueue the same one
+# enqueued by whichever worker proposes next: two may enqueue the same one
+RACED = (START_ATTR, HALFWAY_ATTR, RETUNED_ATTR, COMBINED_ATTR)
 _DRAWS = 200
 
 
@@ -51,7 +52,20 @@ def completed_configurations(study: optuna.Study, but: int | None = None,
     again) or are running now (other device slots and workers run trials at the same time),
     except trial number `but`; keyed as this machine runs them (``resolved``)."""
     done = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING))
-    return {configuration_key(t.params, resolved): t.number for t in done if t.number != but}
+    return {trial_key(t, resolved): t.number for t in done if t.number != but}
+
+
+def trial_key(trial: optuna.trial.FrozenTrial, resolved: Resolved | None = None) -> tuple:
+    """configuration_key of a trial's parameters, kept on a finished trial (whose parameters no longer change):
+    the search reads every trial's key at each ask, and a study of a few hundred trials spent most of its asks
+    sorting the same keys again."""
+    cached = trial.__dict__.get("_search_key")
+    if cached is not None and cached[0] == resolved and cached[1] == len(trial.params):
+        return cached[2]
+    key = configuration_key(trial.params, resolved)
+    if trial.state.is_finished():
+        trial.__dict__["_search_key"] = (resolved, len(trial.params), key)
+    return key
 
 
 def configuration_key(params: Mapping[str, Any], resolved: Resolved | None = None) -> tuple:
@@ -99,7 +113,7 @@ def _earlier_twin(study: optuna.Study, trial: optuna.Trial, resolved: Resolved |
     later of two twins is closed: two workers that each pop one see each other running, and one must still run."""
     mine = configuration_key(trial.params, resolved)
     done = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING))
-    return next((t.number for t in done if t.number < trial.number and configuration_key(t.params, resolved) == mine),
+    return next((t.number for t in done if t.number < trial.number and trial_key(t, resolved) == mine),
                 None)
 
 

@@ -1,29 +1,22 @@
-"""The search's patience: it ends once the sampler's own proposals stop making the answer faster.
+"""The search's patience: it ends once the sampler's proposals stop making the answer faster and no
+one-knob move from the answer so far is left that could beat it.
 
 Searching for the answer, the trials enqueued on purpose come first: your
-configuration's runs, the start design's one-knob moves, the moves taken
-halfway back and the moves that paid combined (search/sweep/start_design.py,
-start_combination.py). Replayed with this rule on the four measured grids
-(scripts/bench/search_efficiency.py, 30 seeds each), every replay still
-reached the target in as many trials as without it; in two default CPU
-sweeps of 2026-12-06 the GP's proposals after them trained 6 and 3 new sets
-of maths in full below the accuracy floor (22 and 11 s of 81 and 76 s) and never made the answer
-faster beyond noise. So the search ends once `hydra.sweeper.patience_trials`
-trials the sampler proposed (not enqueued), launched since this sweep
-started, have ended in a row without making the fastest configuration at
-the floor faster by more than noise: the confirmation's window (10%, or
-the spread of your configuration's own runs when wider,
-search/sweep/answer.py noise_window), within which the search's one
-measurement each cannot tell configurations apart anyway. Any trial that does make it faster
-starts the count again. `patience_trials=null` runs every one of `n_trials`.
-
-What it costs: a configuration the GP would have found only after three
-proposals that did not pay is not found. In three default sweeps beside the
-code before (docs/BENCHMARKS.md, 2026-12-06) the whole sweep took 22% less time
-and every answer's interval overlapped the code before's, but one sweep
-answered without bf16 where the code before's had it (its start had
-combined bf16 with loader workers, this one's probe read bf16 just under
-your configuration's speed).
+configuration's runs, the practitioner's recipe, the start design's
+one-knob moves (search/sweep/policies.py). After them the search ends once
+`hydra.sweeper.patience_trials` trials the sampler proposed (not enqueued),
+launched since this sweep started, have ended in a row without making the
+fastest configuration at the floor faster by more than noise (the
+confirmation's window: 10%, or the spread of your configuration's own runs
+when wider, search/sweep/answer.py noise_window), and every one-knob move
+from that fastest configuration has been measured or cannot beat it
+(`moves_left`). A move cannot beat it when it breaks a rule, when its maths
+trained below the floor (staging would score it so), when it moves only a
+knob that changes the maths but not the work (the learning rate: the same
+work runs at the same speed), when it has no effect here, or when a smaller
+batch of the same configuration ran out of memory. Any trial that makes the
+answer faster starts the count again, and moves the moves with it.
+`patience_trials=null` runs every one of `n_trials`.
 
 Counted from this sweep's start, so a sweep run again on the same study
 (to search more) gives the sampler that many proposals again. Trials that
@@ -33,14 +26,19 @@ study.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import optuna
+from optuna.distributions import BaseDistribution, CategoricalDistribution, IntDistribution
 from optuna.trial import TrialState
 
-from search.record import ROLE_ATTR, THROUGHPUT
+from objectives.knobs import WORK_NEUTRAL
+from search.record import ACCURACY, ROLE_ATTR, THROUGHPUT
 from search.sweep.answer import noise_window
-from search.sweep.early_stopping import at_floor, baseline_throughputs
+from search.sweep.early_stopping import at_floor, baseline_throughputs, fastest_at_floor
+from search.sweep.no_repeat import configuration_key, trial_key
+from search.sweep.staging import maths_of, trained_fully
 
 
 def noise_of(trials: Sequence[optuna.trial.FrozenTrial]) -> float:
@@ -76,15 +74,65 @@ def _stale(trials: Sequence[optuna.trial.FrozenTrial], floor: float, since_unix_
 
 
 def search_ended(study: optuna.Study, floor: float | None, patience_trials: int | None,
-                 since_unix_s: float) -> str | None:
-    """Why the search ends here for want of progress (a line), or None: go on."""
+                 since_unix_s: float, space: Any = None) -> str | None:
+    """Why the search ends here for want of progress (a line), or None: go on. `space` (search/sweep/space.py
+    Space): the search goes on while a one-knob move from the fastest configuration at the floor is left
+    (moves_left); None: not checked."""
     if patience_trials is None or floor is None:
         return None
     trials = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
     noise = noise_of(trials)
     count = _stale(trials, floor, since_unix_s, noise)
-    if count < patience_trials:
+    if count < patience_trials or (space is not None and moves_left(study, floor, space)):
         return None
     return (f"the sampler's last {count} trials did not make the fastest configuration at your accuracy faster "
-            f"by more than noise ({noise:.0%}; hydra.sweeper.patience_trials={patience_trials}, null runs every "
-            f"trial of n_trials)")
+            f"by more than noise ({noise:.0%}), and every one-knob move from it has run or cannot beat it "
+            f"(hydra.sweeper.patience_trials={patience_trials}; null runs every trial of n_trials)")
+
+
+def values_of(dist: BaseDistribution) -> list[Any]:
+    """The values a knob can take, when they can be listed (a float range cannot: none)."""
+    if isinstance(dist, CategoricalDistribution):
+        return list(dist.choices)
+    if isinstance(dist, IntDistribution) and (dist.high - dist.low) // dist.step < 64:
+        return list(range(dist.low, dist.high + 1, dist.step))
+    return []
+
+
+def moves_left(study: optuna.Study, floor: float, space: Any) -> list[dict[str, Any]]:
+    """The one-knob moves from the fastest configuration at `floor` that have not run (nor run now, nor wait to)
+    and could still beat it (the module's docstring says which cannot), in the space's order."""
+    trials = study.get_trials(deepcopy=False)
+    best = fastest_at_floor(trials, floor)
+    if best is None:
+        return []
+    runs = space.runs_as
+    seen = {trial_key(t, runs) for t in trials if t.params and t.state != TrialState.FAIL}
+    seen |= {configuration_key(p, runs) for t in trials if t.state == TrialState.WAITING
+             and (p := study._storage.get_trial_system_attrs(t._trial_id).get("fixed_params"))}
+    below = {maths_of(trial_key(t, runs)) for t in trials
+             if trained_fully(t) and t.user_attrs["metrics"][ACCURACY] < floor}
+    too_big = [t.params for t in trials if t.user_attrs.get("outcome") == "oom" and "batch_size" in t.params]
+    here = runs(best.params)
+    left = []
+    for knob, dist in space.distributions.items():
+        if knob in WORK_NEUTRAL or knob not in best.params:
+            continue
+        for value in values_of(dist):
+            move = {**best.params, knob: value}
+            key = configuration_key(move, runs)
+            if value == best.params[knob] or key in seen or runs(move) == here or maths_of(key) in below \
+                    or space.broken_rule(move) is not None or _out_of_memory(move, too_big):
+                continue
+            left.append(move)
+    return left
+
+
+def _out_of_memory(params: Mapping[str, Any], too_big: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether the same configuration at a batch no larger ran out of memory (a batch needs more as it grows)."""
+    return any(all(p.get(k) == v for k, v in params.items() if k != "batch_size")
+               and _number(p["batch_size"]) <= _number(params["batch_size"]) for p in too_big)
+
+
+def _number(value: Any) -> float:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else math.inf

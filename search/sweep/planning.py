@@ -54,6 +54,7 @@ class Plan:
     slots: list[device_slots.Slot] | None = None  # None: another launcher, batches of n_jobs
     confirm_metrics: list[str] | None = None  # names the first ok trial must report (search/sweep/metric_names.py)
     for_answer: bool = False  # searching for the answer (docs/answer.md): set once, by the sweeper, with the baseline
+    hardware: Any = None  # the machine as this package's trials see it (objectives/hardware.py); None: a user's app
     # notes on the space ("never proposed together ..."), printed by the sweeper once the last check (the resumed
     # study's) passed: not before a refusal's one line
     said: list[str] = field(default_factory=list)
@@ -89,7 +90,7 @@ def plan_sweep(settings: SweepSettings, jobs: Jobs, hooks: SweepHooks, sweep_dir
     check_config(jobs.config, "hydra.sweeper")  # the numeric settings (search/sweep/settings.py)
     pruner = make_pruner(settings.pruner)
     space = build_space(settings.params, arguments)
-    measures_accuracy, probed, built = True, [], None
+    measures_accuracy, probed, built, hardware = True, [], None, None
     said: list[str] = []  # what the space lost or may not combine: printed once every check passed
     if jobs.runs_our_trials():
         space = _reproducible(space, jobs)
@@ -141,7 +142,7 @@ def plan_sweep(settings: SweepSettings, jobs: Jobs, hooks: SweepHooks, sweep_dir
         print(f"note: hydra.sweeper.n_jobs={settings.n_jobs} is for other Hydra launchers (joblib, submitit); here "
               f"{len(slots)} trial(s) run at once, one per device slot: hydra.sweeper.slots sets how many", flush=True)
     return Plan(space, directions, metrics, constraints, name, storage, sampler, mode, pruner, slots, confirm,
-                said=said)
+                said=said, hardware=hardware)
 
 
 def _check_objective(objective: Any) -> Any:

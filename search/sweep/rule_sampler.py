@@ -58,7 +58,7 @@ from optuna.samplers import BaseSampler
 from optuna.trial import FrozenTrial, TrialState
 
 from search.record import REPAIRED_ATTR
-from search.sweep.no_repeat import Resolved, configuration_key
+from search.sweep.no_repeat import Resolved, configuration_key, trial_key
 from search.sweep.settled import Settled
 from search.sweep.staging import maths_of
 from search.sweep.wrapped_sampler import WrappedSampler
@@ -81,6 +81,7 @@ class RuleAwareSampler(WrappedSampler):
         self._reached = reached  # the maths at the floor: an unseen configuration of one is only timed
         self._rng = random.Random(seed)
         self._relative: dict[int, dict[str, Any]] = {}  # trial number -> its joint proposal, until it ends
+        self._seen_at: tuple[tuple, _Seen] | None = None  # the last _seen, by the study's trials then
 
     def sample_relative(self, study: optuna.Study, trial: FrozenTrial,
                         search_space: dict[str, BaseDistribution]) -> dict[str, Any]:
@@ -154,8 +155,12 @@ class RuleAwareSampler(WrappedSampler):
     def _seen(self, study: optuna.Study) -> "_Seen":
         """The configurations that count as run: those the study has run, stopped or is running, and those of
         the maths the answer is settled for."""
-        return _Seen({self._key(t.params) for t in study.get_trials(deepcopy=False, states=_RUN_STATES)},
-                     self._settled(study) if self._settled is not None else frozenset())
+        trials = study.get_trials(deepcopy=False, states=_RUN_STATES)
+        mark = (study._study_id, len(trials), sum(t.state == TrialState.RUNNING for t in trials))
+        if self._seen_at is None or self._seen_at[0] != mark:  # each value a trial samples on its own asks again
+            self._seen_at = (mark, _Seen({trial_key(t, self._resolved) for t in trials},
+                                         self._settled(study) if self._settled is not None else frozenset()))
+        return self._seen_at[1]
 
     def after_trial(self, study: optuna.Study, trial: FrozenTrial, state: TrialState,
                     values: Any) -> None:

@@ -24,10 +24,11 @@ from __future__ import annotations
 from typing import Callable
 
 import optuna
+from optuna.trial import TrialState
 
 from search.record import ACCURACY, metrics
 from search.sweep.baseline import accuracy_floor
-from search.sweep.no_repeat import Resolved, configuration_key
+from search.sweep.no_repeat import Resolved, trial_key
 from search.sweep.staging import maths_of, trained_fully
 
 Settled = Callable[[optuna.Study], frozenset]  # maths (maths_of) read off the study: below_floor's, at_floor's
@@ -47,11 +48,17 @@ def at_floor(tolerance: float, resolved: Resolved | None = None) -> Settled:
 
 
 def _trained(tolerance: float, resolved: Resolved | None, below: bool) -> Settled:
+    known: dict[tuple, frozenset] = {}  # the last answer, by the study's finished trials and floor
+
     def maths(study: optuna.Study) -> frozenset:
         floor = accuracy_floor(study, tolerance)
         if floor is None:
             return frozenset()
-        return frozenset(maths_of(configuration_key(t.params, resolved))
-                         for t in study.get_trials(deepcopy=False) if trained_fully(t)
-                         and (metrics(t)[ACCURACY] < floor) == below)
+        done = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+        mark = (study._study_id, len(done), floor)
+        if mark not in known:
+            known.clear()
+            known[mark] = frozenset(maths_of(trial_key(t, resolved)) for t in done if trained_fully(t)
+                                    and (metrics(t)[ACCURACY] < floor) == below)
+        return known[mark]
     return maths

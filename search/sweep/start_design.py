@@ -1,67 +1,106 @@
-"""The sweep's first proposals: each knob moved alone from the user's configuration.
+"""The search's first moves, as an engineer makes them by hand: one knob at a time from the fastest
+configuration at your accuracy so far.
 
-When a study's baseline is first enqueued, it also gets one trial per swept
-knob: the baseline with that knob alone set to the value farthest from the
-baseline's (the other end of a numeric knob's choices or range, in the order
-the GP sees them, and both ends when the baseline's value is in the middle;
-for choices that are not numbers, another one drawn with the sweep's seed),
-the speed-only knobs' moves first (they are timed only, at your accuracy, and
-raise early stopping's bar for the moves after them: speed_only_first), then
-the others, each in the space's order. The GP (the default sampler) then starts from
-each knob's own effect on throughput and on accuracy, measured against the
-user's configuration, instead of from random configurations in which every
-knob moved at once.
+After your configuration's runs and the practitioner's recipe
+(search/sweep/recipe.py), each swept knob is moved once from the fastest
+configuration at the floor so far (your configuration's accuracy less
+`hydra.sweeper.accuracy_tolerance`): to the value farthest from that
+configuration's, as the GP sees the knob (the other end of a numeric knob's
+choices or range; both ends, one after the other, when its value is in the
+middle); for a knob whose values are not numbers, to the recipe's value on
+this hardware when it has one, else to one drawn with the sweep's seed.
+Speed-only knobs go first (they are timed only, at your accuracy, and
+raise early stopping's bar for the moves after them), then the others,
+each group in an order drawn with the sweep's seed: seeds explore apart.
+Because each move starts from the best so far, the moves that pay add up
+(a faster loader, then bf16 on top of it), and one that does not is left
+behind. A knob that changes the maths but not the work a step does (the
+learning rate: KNOB.work_neutral) is never moved alone: the same work runs
+at the same speed.
 
-They are proposals in every other way: they count in `n_trials`, early
-stopping stops them like any trial, and one that moved only a speed-only
-knob is timed only (search/sweep/staging.py). A knob whose moved
-configuration breaks one of the space's rules (for choices that are not
-numbers: that none of the others can take) is left to the sampler, and so
-is a knob the baseline leaves without effect (persistent workers when it
-loads without workers). Nor is a knob that changes the maths but not the
-work a step does (the learning rate: KNOB.work_neutral): alone it runs at
-your configuration's speed, so it can never be the faster configuration the
-start looks for, only make room in accuracy for one that is; the GP moves
-it with the others.
-`hydra.sweeper.start_design=sampler` leaves the start to the sampler (its
-own start-up trials, random for the GP), as do `search_for=front` and every
-sampler but the GP (STARTS_FROM_DESIGN): random, grid and quasi-random
-sampling have a design of their own, and TPE did better from its own random
-start. Measured by replay on two grids in docs/BENCHMARKS.md (Search
-efficiency).
+Two repairs follow a move that went too far, before the next knob
+(`hydra.sweeper.start_combination=false` leaves both out):
+
+- **Halfway back**: a move (or the recipe's batch size) that was faster
+  than where it started but fell below the floor, that early stopping
+  ended at its probe while faster than where it started (its accuracy
+  unknown), or that ran out of memory is run again with its knob halfway
+  back towards where it started (the middle choice in the GP's order), and
+  again from there: a bisection towards the value that still fits.
+- **The learning rate retuned**: a configuration faster than the best
+  beyond noise but below the floor (a larger batch at your learning rate)
+  is run with its learning rate one choice up and one down from its most
+  accurate run's, fastest first: the learning rate changes the maths, not
+  the speed, so a larger batch may keep your accuracy at another one.
+
+Stateless: the next move is read from the study's trials each time (a
+resumed or killed sweep goes on where the study is), enqueued only while
+nothing else waits to run, so that it is the very next trial. Moves count
+in n_trials; those a sweep has no room for are the next sweep's first.
+They are proposals in every other way: early stopping stops them, staging
+times a speed-only move only. The GP (the default sampler) then searches
+near the best, knowing each knob's effect (search/sweep/per_second.py).
+`hydra.sweeper.start_design=sampler` leaves the start to the sampler, as do
+`search_for=front` and every sampler but the GP (STARTS_FROM_DESIGN).
 """
 from __future__ import annotations
 
 import bisect
 import math
 import random
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import optuna
 from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
+from optuna.trial import FrozenTrial, TrialState
 
 from objectives.knobs import SPEED_ONLY, WORK_NEUTRAL
-from search.record import DEFERRED_ATTR, START_ATTR
+from search.record import (ACCURACY_FROM_ATTR, BASELINE, HALFWAY_ATTR, MOVED_FROM_ATTR, OOM, RECIPE_ATTR,
+                           RETUNED_ATTR, SEED_ATTR, START_ATTR, STOPPED_EARLY, THROUGHPUT, accuracy, metrics, outcome,
+                           role)
+from search.sweep.early_stopping import fastest_at_floor
+from search.sweep.no_repeat import configuration_key, trial_key
+from search.sweep.patience import noise_of
 
-# The samplers the start design was measured to help (docs/BENCHMARKS.md, Search efficiency): the GP. Replayed
-# with it, TPE needed more trials than from its own random start (median 27.5 against 24.0 and 40 against 35.5
-# on the two grids, 30 seeds); random, grid and quasi-random sampling have a design of their own.
+# The samplers the start design was measured to help (docs/BENCHMARKS.md, Search efficiency): the GP; random,
+# grid and quasi-random sampling have a design of their own.
 STARTS_FROM_DESIGN = (optuna.samplers.GPSampler,)
+PROBE = "probe_throughput_samples_per_s"
 
 
 def starts_from_design(setting: str, for_answer: bool, sampler: optuna.samplers.BaseSampler) -> bool:
-    """Whether a fresh study starts with the design: `hydra.sweeper.start_design=one_knob_at_a_time`, the
-    sweep searching for the answer (replayed, the design started the GP worse for the front), with the GP."""
+    """Whether the search starts with the design: `hydra.sweeper.start_design=one_knob_at_a_time`, the sweep
+    searching for the answer, with the GP."""
     return setting == "one_knob_at_a_time" and for_answer and isinstance(sampler, STARTS_FROM_DESIGN)
+
+
+@dataclass(frozen=True)
+class Move:
+    """A trial the design enqueues next: its configuration, the attributes that say what it is, and a line."""
+
+    params: dict[str, Any]
+    attrs: dict[str, Any]
+    line: str
 
 
 def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def _farthest(dist: BaseDistribution, value: Any, rng: random.Random,
-              allowed: Callable[[Any], bool] = lambda v: True) -> list[Any]:
+def knob_order(distributions: Mapping[str, BaseDistribution], rng: random.Random) -> list[str]:
+    """The knobs the design moves, in its order: the speed-only ones first, then the others but the work-neutral
+    ones, each group shuffled with the sweep's seed."""
+    speed = [k for k in distributions if k in SPEED_ONLY]
+    other = [k for k in distributions if k not in SPEED_ONLY and k not in WORK_NEUTRAL]
+    rng.shuffle(speed)
+    rng.shuffle(other)
+    return speed + other
+
+
+def farthest(dist: BaseDistribution, value: Any, rng: random.Random,
+             allowed: Callable[[Any], bool] = lambda v: True) -> list[Any]:
     """The values of `dist` farthest from `value` as the GP sees the knob: one end, both ends when the value is
     in the middle (neither is farther), a random other choice when the choices are not numbers (one that is
     `allowed` with the others' values: fp8 is never drawn beside compile=none), or none."""
@@ -85,93 +124,176 @@ def _farthest(dist: BaseDistribution, value: Any, rng: random.Random,
     return []
 
 
-def one_knob_at_a_time(baseline: Mapping[str, Any], distributions: Mapping[str, BaseDistribution],
-                       forbids: Callable[[Mapping[str, Any]], Any] | None,
-                       rng: random.Random, unused: Callable[[Mapping[str, Any]], set[str]] | None = None,
-                       resolved: Callable[[Mapping[str, Any]], Mapping[str, Any]] | None = None,
-                       work_neutral: frozenset[str] = WORK_NEUTRAL,
-                       first: frozenset[str] = SPEED_ONLY) -> list[tuple[str, dict[str, Any]]]:
-    """(knob, configuration) for each move of a knob of the space that stays within its rules and has an effect
-    (``unused(params)``: the keys ``params`` leave without one, as persistent workers without workers), to a
-    value the baseline does not already run with (``resolved(params)``: "auto" values as this machine runs
-    them: ``loader.pin_memory: null`` is ``true`` with a GPU, so the move is to ``false`` there); never of a
-    ``work_neutral`` knob (not_moved_alone). The moves of the ``first`` knobs (the speed-only ones) come first,
-    each group in the space's order (speed_only_first)."""
-    runs = resolved or (lambda params: params)
-    design = []
-    for name, dist in distributions.items():
-        if name not in baseline or name in work_neutral or (unused is not None and name in unused(baseline)):
-            continue
-        def allowed(value: Any, name: str = name) -> bool:
-            moved = {**baseline, name: value}
-            return (forbids is None or forbids(moved) is None) and runs(moved)[name] != runs(baseline)[name]
-
-        design += [(name, {**baseline, name: value}) for value in _farthest(dist, baseline[name], rng, allowed)
-                   if allowed(value)]
-    return speed_only_first(design, first)
+def halfway(dist: BaseDistribution, start: Any, moved: Any) -> Any | None:
+    """The value halfway between where a move started and where it went, as the GP sees the knob: the middle
+    choice in their order (nearer the move when two are), the middle of a range (geometric on a log scale, on
+    the step's grid); None when none lies between or the values are not numbers."""
+    numbers = _is_number(start) and _is_number(moved)
+    if isinstance(dist, CategoricalDistribution):
+        if not numbers or not all(_is_number(c) for c in dist.choices):
+            return None
+        ranked = sorted(dist.choices)
+        if start not in ranked or moved not in ranked:
+            return None
+        i, j = ranked.index(start), ranked.index(moved)
+        return ranked[(i + j + (1 if j > i else 0)) // 2] if abs(j - i) >= 2 else None
+    if not numbers or not isinstance(dist, (IntDistribution, FloatDistribution)):
+        return None
+    middle = math.sqrt(start * moved) if dist.log and start > 0 and moved > 0 else (start + moved) / 2
+    if dist.step is not None:
+        middle = dist.low + round((middle - dist.low) / dist.step) * dist.step
+    value = int(round(middle)) if isinstance(dist, IntDistribution) else float(middle)
+    return value if min(start, moved) < value < max(start, moved) else None
 
 
-def speed_only_first(design: list[tuple[str, dict[str, Any]]],
-                     speed_only: frozenset[str]) -> list[tuple[str, dict[str, Any]]]:
-    """The moves of speed-only knobs before the others. A speed-only move trains your configuration's maths,
-    so it is timed only (staging) and its accuracy is yours: at the floor by construction. The fastest of them
-    raises early stopping's bar before a move that changes the maths runs, and such a move slower than it then
-    stops at its probe instead of training its budget (it cannot be the answer): on the default CPU space
-    batch_size=256 ran first and trained in full at 0.95-0.97x your configuration's speed (4.9 s); after
-    loader.num_workers=2 (timed at 1.53x) it stops at its probe (2.3 s). Replayed on the measured grids, the
-    seconds of a 20-trial search fell (digits_long_grid 120 s to 106 s), the trials to the target unchanged."""
-    return sorted(design, key=lambda move: move[0] not in speed_only)
+def _speed(trial: FrozenTrial) -> float | None:
+    """What a trial measured of its speed: its throughput, or its probe's when early stopping ended it."""
+    m = metrics(trial)
+    return m.get(PROBE, m.get(THROUGHPUT))
 
 
-def not_moved_alone(distributions: Mapping[str, BaseDistribution],
-                    work_neutral: frozenset[str] = WORK_NEUTRAL) -> list[str]:
-    """The knobs of the space the start design leaves to the sampler because they change the maths but not the
-    work a step does: moved alone, the same work runs at your configuration's speed."""
-    return [name for name in distributions if name in work_neutral]
+class Design:
+    """The design's state of mind on one study: where it stands and what it has tried."""
+
+    def __init__(self, study: optuna.Study, floor: float, space: Any, order: Sequence[str],
+                 prior: Mapping[str, Any], rng: random.Random, repairs: bool):
+        self.trials = study.get_trials(deepcopy=False)
+        self.floor, self.space, self.order, self.prior, self.rng, self.repairs = floor, space, order, prior, rng, \
+            repairs
+        self.best = fastest_at_floor(self.trials, floor)
+        runs = space.runs_as
+        self.seen = {trial_key(t, runs) for t in self.trials if t.params and t.state != TrialState.FAIL}
+
+    def fresh(self, params: Mapping[str, Any], than: Mapping[str, Any]) -> bool:
+        """Not run yet, within the rules, and run otherwise than `than` here."""
+        runs = self.space.runs_as
+        return configuration_key(params, runs) not in self.seen and self.space.broken_rule(params) is None \
+            and runs(dict(params)) != runs(dict(than))
+
+    def next(self) -> Move | None:
+        if self.best is None:
+            return None
+        return (self._halfway() or self._retuned() if self.repairs else None) or self._one_knob()
+
+    def _halfway(self) -> Move | None:
+        """A move (or the recipe's batch size) that went too far, halfway back towards where it started."""
+        for t in self.trials:
+            knob, start = self._moved(t)
+            if knob is None or start is None or not self._too_far(t, start):
+                continue
+            value = halfway(self.space.distributions[knob], start.params[knob], t.params[knob])
+            candidate = {**t.params, knob: value}
+            if value is not None and self.fresh(candidate, t.params):
+                return Move(candidate, {HALFWAY_ATTR: knob, MOVED_FROM_ATTR: start.number},
+                            f"start: {knob}={value}, halfway back from trial {t.number}'s {knob}={t.params[knob]}, "
+                            f"which {self._why(t)}")
+        return None
+
+    def _moved(self, t: FrozenTrial) -> tuple[str | None, FrozenTrial | None]:
+        """The knob a trial moved and the trial it started from; the recipe's batch size from your configuration."""
+        if t.state != TrialState.COMPLETE:
+            return None, None
+        if RECIPE_ATTR in t.user_attrs:
+            base = next((b for b in self.trials if b.params and SEED_ATTR not in b.user_attrs and role(b) == BASELINE),
+                        None)
+            moved = base is not None and "batch_size" in self.space.distributions \
+                and t.params.get("batch_size") != base.params.get("batch_size")
+            return ("batch_size", base) if moved else (None, None)
+        knob = t.user_attrs.get(START_ATTR) or t.user_attrs.get(HALFWAY_ATTR)
+        start = t.user_attrs.get(MOVED_FROM_ATTR)
+        if knob not in self.space.distributions or start is None or start >= len(self.trials):
+            return None, None
+        return knob, self.trials[start]
+
+    def _too_far(self, t: FrozenTrial, start: FrozenTrial) -> bool:
+        if outcome(t) == OOM:
+            return True
+        speed, from_speed = _speed(t), _speed(start)
+        if speed is None or from_speed is None or speed <= from_speed:
+            return False
+        return outcome(t) == STOPPED_EARLY or (accuracy(t) is not None and accuracy(t) < self.floor)
+
+    def _why(self, t: FrozenTrial) -> str:
+        return {OOM: "ran out of memory", STOPPED_EARLY: "was stopped early, its accuracy unknown"}.get(
+            outcome(t), "was faster but below your accuracy")
+
+    def _retuned(self) -> Move | None:
+        """A work faster than the best beyond noise but below the floor, its learning rate one choice either side
+        of its most accurate run's, fastest work first."""
+        neutral = [k for k in self.space.distributions if k in WORK_NEUTRAL
+                   and isinstance(self.space.distributions[k], CategoricalDistribution)]
+        if not neutral:
+            return None
+        bar = _speed(self.best) * (1.0 + noise_of(self.trials))
+        works: dict[tuple, list[FrozenTrial]] = {}
+        for t in self.trials:
+            if t.state == TrialState.COMPLETE and outcome(t) == "ok" and accuracy(t) is not None \
+                    and SEED_ATTR not in t.user_attrs and ACCURACY_FROM_ATTR not in t.user_attrs:
+                work = tuple(sorted((k, repr(v)) for k, v in t.params.items() if k not in WORK_NEUTRAL))
+                works.setdefault(work, []).append(t)
+        fast = [runs for runs in works.values() if max(accuracy(r) for r in runs) < self.floor
+                and max(_speed(r) for r in runs) > bar]
+        for runs in sorted(fast, key=lambda runs: -max(_speed(r) for r in runs)):
+            t = max(runs, key=accuracy)
+            for knob in neutral:
+                ranked = sorted(self.space.distributions[knob].choices)
+                i = ranked.index(t.params[knob])
+                for j in (i + 1, i - 1):
+                    candidate = {**t.params, knob: ranked[j]} if 0 <= j < len(ranked) else None
+                    if candidate is not None and self.fresh(candidate, t.params):
+                        return Move(candidate, {RETUNED_ATTR: knob, MOVED_FROM_ATTR: t.number},
+                                    f"start: {knob}={ranked[j]} for trial {t.number}'s configuration, "
+                                    f"{_speed(t) / _speed(self.best):.2f}x the best but below your accuracy")
+        return None
+
+    def _one_knob(self) -> Move | None:
+        """The next knob not moved yet, from the best so far; a knob's other end when its first move started in
+        the middle of its values."""
+        centre = dict(self.best.params)
+        moved: dict[str, list[FrozenTrial]] = {}
+        for t in self.trials:
+            if t.user_attrs.get(START_ATTR) in self.space.distributions:
+                moved.setdefault(t.user_attrs[START_ATTR], []).append(t)
+        for knob in self.order:
+            if knob not in centre:
+                continue
+            dist = self.space.distributions[knob]
+            if knob in moved:
+                values = self._other_end(knob, moved[knob])
+            else:
+                values = farthest(dist, centre[knob], self.rng, lambda v, k=knob: self.fresh({**centre, k: v}, centre))
+                want = self.prior.get(knob)
+                if want is not None and not _is_number(want) and want != centre[knob] \
+                        and self.fresh({**centre, knob: want}, centre):
+                    values = [want]
+                self.rng.shuffle(values)
+            for value in values:
+                if self.fresh({**centre, knob: value}, centre):
+                    return Move({**centre, knob: value}, {START_ATTR: knob, MOVED_FROM_ATTR: self.best.number},
+                                f"start: {knob}={value}, one knob moved from trial {self.best.number} (the fastest at "
+                                f"your accuracy so far)")
+        return None
+
+    def _other_end(self, knob: str, tried: list[FrozenTrial]) -> list[Any]:
+        """The other end of a knob whose one move started in the middle of its values; [] otherwise."""
+        if len(tried) != 1 or MOVED_FROM_ATTR not in tried[0].user_attrs:
+            return []
+        start = self.trials[tried[0].user_attrs[MOVED_FROM_ATTR]].params.get(knob)
+        ends = farthest(self.space.distributions[knob], start, self.rng)
+        return [v for v in ends if v != tried[0].params.get(knob)] if len(ends) == 2 else []
 
 
-def enqueue_start(study: optuna.Study, design: list[tuple[str, dict[str, Any]]], room: int | None = None) -> None:
-    """Enqueue the start design (after the baseline's runs, which are enqueued first): the moves that fit in
-    `room` (the trials n_trials leaves after the baseline's runs; None: all). The others are kept on the study
-    (DEFERRED_ATTR) for its next sweep, not enqueued: a trial left waiting when the search ends would have
-    to be closed before the confirmation (search/sweep/roles.py set_aside_waiting), and stay in the study as
-    a failed trial that never ran."""
-    fits = design if room is None else design[:max(0, room)]
-    for knob, params in fits:
-        study.enqueue_trial(params, user_attrs={START_ATTR: knob}, skip_if_exists=False)
-    study._storage.set_study_system_attr(study._study_id, DEFERRED_ATTR,
-                                         [[knob, params] for knob, params in design[len(fits):]])
+def next_move(study: optuna.Study, floor: float | None, space: Any, order: Sequence[str],
+              prior: Mapping[str, Any], rng: random.Random, repairs: bool = True) -> Move | None:
+    """The design's next trial on this study, or None: the floor not known yet, or nothing left to move."""
+    if floor is None:
+        return None
+    return Design(study, floor, space, order, prior, rng, repairs).next()
 
 
-def deferred(study: optuna.Study) -> list[tuple[str, dict[str, Any]]]:
-    """The start moves kept on the study for a later sweep (enqueue_start), in order."""
-    return [(knob, params) for knob, params in
-            study._storage.get_study_system_attrs(study._study_id).get(DEFERRED_ATTR, [])]
-
-
-def enqueue_deferred(study: optuna.Study, room: int) -> list[tuple[str, dict[str, Any]]]:
-    """Enqueue the start moves an earlier sweep of this study had no room for, the first `room` of them, and
-    keep the rest for the sweep after; the moves enqueued."""
-    left = deferred(study)
-    if not left:
-        return []
-    enqueue_start(study, left, room)
-    return left[:max(0, room)]
-
-
-def start_line(design: list[tuple[str, dict[str, Any]]], room: int, n_trials: int, nightly: bool = False,
-               left: list[str] | None = None) -> str:
-    """What the sweep says of its start; `room`: the trials n_trials leaves after the baseline's runs (the
-    moves past it are kept on the study, and run first in its next sweep: enqueue_deferred). A night is a study
-    of its own: its next sweep is that night run again, never the next night. `left`: the knobs not moved alone
-    (not_moved_alone)."""
-    moved = ", ".join(f"{knob}={params[knob]}" for knob, params in design)
-    room = max(0, room)
-    when = ("only if this night is run again (each night is a new study: a larger hydra.sweeper.n_trials runs them "
-            "tonight)") if nightly else "first in this study's next sweep"
-    later = (f"; {room} fit in hydra.sweeper.n_trials={n_trials} after your configuration's runs, the other "
-             f"{len(design) - room} run {when}") if len(design) > room else ""
-    alone = (f"; {', '.join(left)} not moved alone (the same work at your configuration's speed; the sampler "
-             f"moves {'them' if len(left) > 1 else 'it'} with the others)") if left else ""
-    return (f"start: {len(design)} trial(s), each moving one knob from your configuration ({moved}){later}{alone}; "
-            f"hydra.sweeper.start_design=sampler leaves the start to the sampler")
+def start_line(order: Sequence[str], left: Sequence[str]) -> str:
+    """What the sweep says of its start: the knobs it moves, in order, and those it leaves to the sampler."""
+    alone = (f"; {', '.join(left)} not moved alone (the same work at the same speed; the sampler moves "
+             f"{'them' if len(left) > 1 else 'it'} with the others)") if left else ""
+    return (f"start: each knob moved once from the fastest configuration at your accuracy so far "
+            f"({', '.join(order)}){alone}; hydra.sweeper.start_design=sampler leaves the start to the sampler")

@@ -1,7 +1,7 @@
-"""Running the trials: ask Optuna for a configuration, launch it as a Hydra
-job, close it with its result (search/sweep/closing.py), until n_trials
-ran, the grid is used up, the failure policy gives up or the hooks' wall
-time passed.
+"""Running the trials: ask the search's engine for a trial (search/sweep/engine.py),
+launch it as a Hydra job, close it with its result (search/sweep/closing.py),
+until n_trials ran, the engine says the search is over, the failure policy
+gives up or the hooks' wall time passed.
 
 Under Hydra's basic launcher every device slot takes the next trial as soon
 as its last one ends (search/trial/slots.py); other launchers get batches
@@ -21,22 +21,17 @@ from optuna.trial import TrialState
 from search.record import (ENDED_ATTR, EXTRA_OVERRIDES_ATTR, LAUNCHED_ATTR, MLFLOW_PARENT_RUN_ID_ATTR,
                            MLFLOW_RUN_ID_ATTR, OVERRIDES_ATTR, SLOTS_ATTR)
 from search.reports.progress import SweepProgress
-from search.sweep import interrupt, start_combination, workers
-from search.sweep.baseline import accuracy_floor
+from search.sweep import interrupt, workers
 from search.sweep.closing import abort_trial, close_trial, run_name
-from search.sweep.early_stopping import trial_overrides
+from search.sweep.engine import Engine
 from search.sweep.failure_policy import FailurePolicy
 from search.sweep.hooks import SweepHooks
 from search.sweep.jobs import Jobs, result_of, trial_config
-from search.sweep.no_repeat import ask_unseen, completed_configurations, every_configuration
-from search.sweep.patience import search_ended
 from search.sweep.planning import Plan
 from search.sweep.recovery import Heartbeat, close_stale, stale_trials
 from search.sweep.reproduce import REPRODUCE_TAG, configuration_overrides, paste_line
 from search.sweep.roles import measured_whatever_the_time
 from search.sweep.space import to_override
-from search.sweep.staging import staged
-from search.sweep.study import SweepGridSampler
 from search.sweep.sweep_settings import SweepSettings
 from search.tracking import mlflow_client
 from search.tracking import mlflow_runs as tracking
@@ -61,36 +56,11 @@ class SweepRun:
     wait_for_forkserver: Callable[[], None] = lambda: None
     trial_running: Callable[[], None] = lambda: None  # called after each launch (the sweeper's imports ahead)
     outcomes: list[str] = field(default_factory=list)
+    engine: Engine | None = None  # the search's decisions (search/sweep/build.py); set once the study is open
     staging: bool = False  # throughput-only trials where the maths trained already (search/sweep/staging.py)
     started_s: float = field(default_factory=time.monotonic)
-    started_unix_s: float = field(default_factory=time.time)  # the sampler's proposals since count (patience.py)
-    patience_trials: int | None = None  # the search's patience where it applies (search/sweep/patience.py)
     said: set[str] = field(default_factory=set)  # lines each trial repeats, said once (search/sweep/closing.py)
-    configurations: set[tuple] | None = None  # the space's configurations, once counted (used_up)
-
-    def used_up(self) -> str | None:
-        """Why proposing more trials is pointless, or None: the grid sampler's every point has run, or every
-        configuration of a finite space has run (or runs now) with nothing waiting to run, so another proposal
-        could only repeat one, timed again beside the search (seen: 15 of a 2-configuration sweep's 20 trials).
-        The confirmation re-measures what matters, interleaved."""
-        if isinstance(self.plan.sampler, SweepGridSampler) and self.plan.sampler.is_exhausted(self.study):
-            return "every grid point has run"
-        if self.configurations is None:
-            space = self.plan.space
-            self.configurations = every_configuration(space.distributions, space.forbids, space.runs_as) or set()
-        if not self.configurations or self.study.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
-            return None
-        ran = set(completed_configurations(self.study, resolved=self.plan.space.runs_as))
-        return f"every configuration of the space ({len(self.configurations)}) has run" \
-            if self.configurations <= ran else None
-
-    def search_over(self) -> str | None:
-        """Why the search proposes no more trials, or None: the space is used up (used_up), or the sampler's
-        proposals stopped making the answer faster (search/sweep/patience.py)."""
-        if (why := self.used_up()) is not None or self.patience_trials is None:
-            return why
-        floor = accuracy_floor(self.study, self.settings.accuracy_tolerance)
-        return search_ended(self.study, floor, self.patience_trials, self.started_unix_s)
+    search_ended: str = ""  # why the search proposed no more trials, with how to search on (the answer's panel)
 
 
 def run_trials(run: SweepRun, hooks: SweepHooks, target: int) -> None:
@@ -98,10 +68,15 @@ def run_trials(run: SweepRun, hooks: SweepHooks, target: int) -> None:
     max_wall_s = hooks.max_wall_s()
     deadline = time.monotonic() + max_wall_s if max_wall_s else None
     while True:
-        if len(run.outcomes) >= target or out_of_time(run.study, deadline):
+        if len(run.outcomes) >= target:
+            run.search_ended = search_on(run, f"it ran hydra.sweeper.n_trials={run.settings.n_trials}")
             break
-        if (why := run.search_over()) is not None:
+        if out_of_time(run.study, deadline):
+            run.search_ended = search_on(run, f"the hooks' wall time ({max_wall_s:.0f} s) passed")
+            break
+        if (why := run.engine.over()) is not None:
             run.progress.console.print(f"{why}: stopping after {len(run.outcomes)} new trials", markup=False)
+            run.search_ended = search_on(run, why)
             break
         if run.plan.slots is not None:
             _run_slots(run, target - len(run.outcomes), deadline)
@@ -109,6 +84,18 @@ def run_trials(run: SweepRun, hooks: SweepHooks, target: int) -> None:
             _run_batch(run, min(run.settings.n_jobs, target - len(run.outcomes)))
         if run.failure_policy.gives_up(run.outcomes):
             break
+
+
+def search_on(run: SweepRun, why: str) -> str:
+    """Why the search stopped, and how to search on from there (a line of the answer's panel)."""
+    if why.startswith("every"):
+        return f"the search stopped: {why}; to search on, widen the space (hydra.sweeper.params)"
+    if why.startswith("the sampler's"):  # the search's patience (search/sweep/patience.py)
+        return (f"the search stopped: {why}; to search on, run the same command again with "
+                f"hydra.sweeper.patience_trials=null (the study resumes)")
+    left = run.engine.moves_left() if run.engine is not None and run.engine.floor() is not None else []
+    more = f"; {len(left)} one-knob move(s) from the answer so far not measured yet" if left else ""
+    return f"the search stopped: {why}{more}; to search on, run the same command again (the study resumes)"
 
 
 def out_of_time(study: optuna.Study, deadline: float | None) -> bool:
@@ -148,22 +135,16 @@ def propose(run: SweepRun, searching: bool = True) -> slots.Launch:
     """Ask for the next trial, compose and parse its config once, and open its MLflow run.
     Trials that a worker killed meanwhile left running are closed first (another
     worker's, or a dead sweep's on this host), so their retries come next. `searching`: a trial of the search,
-    not one enqueued on purpose (run_enqueued), which never makes room for the start's combinations."""
+    not one enqueued on purpose (run_enqueued), which never makes room for the start design's moves."""
     recover(run.study, run.settings)
     plan, study, settings = run.plan, run.study, run.settings
     workers.wait_while_confirming(study, settings.stale_after_s, run.progress.console.print)
-    if searching and settings.start_combination and plan.for_answer and (line := start_combination.enqueue_next(
-            study, accuracy_floor(study, settings.accuracy_tolerance), plan.space.forbids, plan.space.distributions)):
-        run.progress.console.print(line)
-    trial = ask_unseen(study, plan.space.distributions, run.rng, plan.space.forbids, plan.space.runs_as)
-    throughput_only = staged(study, trial, run.staging)
-    floor = accuracy_floor(study, settings.accuracy_tolerance) \
-        if plan.for_answer and plan.early_stopping == "staged" and not throughput_only else None
+    asked = run.engine.ask(searching)
+    for line in asked.said:
+        run.progress.console.print(line, markup=False, highlight=False)
+    trial = asked.trial
     lines = (plan.space.fixed_overrides + [to_override(k, trial.params[k]) for k in plan.space.distributions]
-             + list(trial.user_attrs.get(EXTRA_OVERRIDES_ATTR, [])) + throughput_only
-             + ([] if throughput_only else trial_overrides(study, trial, plan.early_stopping,
-                                                           settings.early_stopping_margin,
-                                                           settings.early_stopping_startup_trials, floor)))
+             + list(trial.user_attrs.get(EXTRA_OVERRIDES_ATTR, [])) + asked.instructions.overrides)
     run.heartbeat.track(trial)
     trial.set_user_attr(MLFLOW_PARENT_RUN_ID_ATTR, run.sweep.parent_run_id)
     trial.set_user_attr(OVERRIDES_ATTR, lines)
@@ -198,7 +179,7 @@ def _run_slots(run: SweepRun, budget: int, deadline: float | None, enqueued: boo
     trials ran, the grid is used up (unless they are `enqueued`) or the deadline passed."""
 
     def next_launch() -> slots.Launch | None:
-        if (not enqueued and run.search_over() is not None) or out_of_time(run.study, deadline):
+        if (not enqueued and run.engine.over() is not None) or out_of_time(run.study, deadline):
             return None
         return propose(run, searching=not enqueued)
 

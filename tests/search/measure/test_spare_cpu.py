@@ -1,6 +1,6 @@
-"""The sweep imports ahead only onto a spare core (search/measure/spare_cpu.py, search/sweep/sweeper.py
-_import_ahead): at the lowest priority instead, a starved import thread held the module locks the sweep's main
-thread needed next (beside 3 busy processes on 2 cores: 231 s for torch, 123 s for scipy)."""
+"""The sweep imports ahead only onto a spare core (search/measure/spare_cpu.py, search/sweep/import_ahead.py):
+at the lowest priority instead, a starved import thread held the module locks the sweep's main thread needed next
+(beside 3 busy processes on 2 cores: 231 s for torch, 123 s for scipy)."""
 from __future__ import annotations
 
 import os
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from search.measure import spare_cpu
-from search.sweep import sweeper
+from search.sweep import import_ahead as ahead
 
 
 def test_no_core_is_spare_while_every_core_is_busy() -> None:
@@ -21,7 +21,7 @@ def test_no_core_is_spare_while_every_core_is_busy() -> None:
     hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(cores + 1)]
     try:
         time.sleep(0.5)  # the hogs started
-        assert spare_cpu.spare_cores(0.3) < sweeper.SPARE_CORES
+        assert spare_cpu.spare_cores(0.3) < ahead.SPARE_CORES
     finally:
         for hog in hogs:
             hog.kill()
@@ -91,9 +91,9 @@ def test_the_import_thread_stops_at_the_first_module_without_a_spare_core(
         (tmp_path / f"{name}.py").write_text("")
     monkeypatch.syspath_prepend(str(tmp_path))
     asked: list[float] = []
-    monkeypatch.setattr(sweeper, "spare_cores", lambda sample_s: asked.append(spare[len(asked)]) or asked[-1])
+    monkeypatch.setattr(ahead, "spare_cores", lambda sample_s: asked.append(spare[len(asked)]) or asked[-1])
     for name in names:
         monkeypatch.delitem(sys.modules, name, raising=False)
-    sweeper._import_ahead(tuple(names), False, threading.Event()).join()
+    ahead.import_ahead(tuple(names), False, threading.Event()).join()
     assert [n for n in names if n in sys.modules] == imported
     assert asked == spare[:len(imported) + (0.0 in spare)]  # not asked again after a refusal

@@ -190,7 +190,7 @@ def test_workers_with_the_baseline_run_it_once_and_the_last_one_confirms(workdir
     and only the worker that searched last confirms, so no confirmation round is taken by a worker still
     searching (search/sweep/workers.py). Before, each worker enqueued and ran its own confirmation while
     the other searched, and each took the other's rounds as search trials."""
-    from search.record import ANSWER_ATTR, ROLE_ATTR, WORKER_ATTR
+    from search.record import ANSWER_ATTR, ROLE_ATTR, START_ATTR, WORKER_ATTR
 
     url = f"sqlite:///{workdir}/study.db"
     env = {**os.environ, "PYTHONPATH": pythonpath(), "MLFLOW_TRACKING_URI": f"sqlite:///{workdir}/mlflow.db"}
@@ -289,13 +289,12 @@ def test_two_nightly_workers_top_up_once_on_the_worker_that_confirmed(workdir: P
 def test_a_worker_that_joins_during_the_confirmation_waits_and_takes_none_of_its_trials(workdir: Path) -> None:
     """A second worker started while the first confirms the answer: it enqueues nothing and runs nothing until the
     confirmation is over, and the confirmation runs its own trials only. Before, the joiner (the first worker
-    searching, since the confirmer was not) planned its start during the confirmation: here it counted the
-    confirmation's waiting rounds as its own waiting trials and left the start move an earlier sweep had no room
-    for to a later sweep; with room it enqueued the move at once, and the confirmer, which runs the oldest waiting
-    trial next, would run it as a round (search/sweep/workers.py)."""
+    searching, since the confirmer was not) planned its start during the confirmation; had it enqueued a start
+    move then, the confirmer, which runs the oldest waiting trial next, would have run it as a round
+    (search/sweep/workers.py)."""
     import time
 
-    from search.record import ANSWER_ATTR, ROLE_ATTR, WORKER_ATTR
+    from search.record import ANSWER_ATTR, ROLE_ATTR, START_ATTR, WORKER_ATTR
 
     url = f"sqlite:///{workdir}/join.db"
     env = {**os.environ, "PYTHONPATH": pythonpath(REPO, TESTS),
@@ -304,8 +303,7 @@ def test_a_worker_that_joins_during_the_confirmation_waits_and_takes_none_of_its
     gate.touch()
 
     def worker(i: int, n_trials: int, *extra: str, gated: bool = False) -> ForkedRun:
-        # 3 start moves (the speed-only ones first), 2 with room after the baseline's 2 runs: the third, batch 32,
-        # is left for the study's next sweep
+        # your configuration's 2 runs, the recipe, a start move; the joiner's trial is the next start move
         return start_search(
             "multirun", NO_REPORT, f"hydra.sweeper.storage={url}",
             "hydra.sweeper.study_name=join", "objective=custom", "objective.callable=paced_objective:objective",
@@ -351,11 +349,11 @@ def test_a_worker_that_joins_during_the_confirmation_waits_and_takes_none_of_its
         [(t.number, t.user_attrs.get(ROLE_ATTR), t.params) for t in confirmation]  # no joiner's trial among them
     joined = [t for t in trials if t.user_attrs.get(WORKER_ATTR) not in confirmer]
     assert joined and min(t.number for t in joined) > max(t.number for t in confirmation)  # after it, not during
-    left = {"batch_size": 32, "loader.num_workers": 0, "parallel.threads": 1}
-    assert left in [t.params for t in joined]  # the move left for it ran there
+    assert START_ATTR in joined[0].user_attrs  # the design's next move ran there
     assert all(t.state == TrialState.COMPLETE for t in trials)  # none left waiting
-    # the joiner's move runs at half your configuration's speed: the answer the first worker confirmed meanwhile stands,
-    # neither confirmed nor stored again (before: a second answer, its budget that of a 1-trial search)
+    # the joiner's move is no faster (the paced objective's speed is its batch size's): the answer the first worker
+    # confirmed meanwhile stands, neither confirmed nor stored again (before: a second answer, its budget that of a
+    # 1-trial search)
     answer = study.user_attrs[ANSWER_ATTR]
     assert answer["confirmed_by"] in confirmer and answer["standing"] is False, answer
     assert "it stands without new rounds" in outs[1] and "confirming:" not in outs[1], outs[1][-3000:]

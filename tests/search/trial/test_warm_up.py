@@ -137,8 +137,8 @@ def test_a_refused_sweep_does_not_keep_its_output_open_while_the_forkserver_boot
 
 
 def test_the_imports_ahead_start_once_the_first_trial_runs(tmp_path: Path, empty_mlflow_db: Path) -> None:
-    """The sampler's and the report's modules are imported ahead on a thread (search/sweep/sweeper.py
-    _import_ahead) from the first trial's launch on, while the sweep waits for that trial: started before it, the
+    """The sampler's and the report's modules are imported ahead on a thread (search/sweep/import_ahead.py) from
+    the first trial's launch on, while the sweep waits for that trial: started before it, the
     thread took the GIL from the first trial's proposal (its config composed, its MLflow run made: 0.46 s of a
     0.64 s proposal on 2 cores, 0.07 s without the thread), and the first trial started later."""
     import json
@@ -147,13 +147,13 @@ def test_the_imports_ahead_start_once_the_first_trial_runs(tmp_path: Path, empty
     shutil.copy(empty_mlflow_db, tmp_path / "mlflow.db")
     seen = tmp_path / "seen.json"
     code = ("import json, multiprocessing, sys\n"
-            "import search.sweep.sweeper as sweeper\n"
+            "import search.sweep.import_ahead as ahead\n"
             "from search.__main__ import main\n"
-            "real, calls = sweeper._import_ahead, []\n"
+            "real, calls = ahead.import_ahead, []\n"
             "def watched(*args):\n"
             "    calls.append(sorted(p.name for p in multiprocessing.active_children()))\n"
             "    return real(*args)\n"
-            "sweeper._import_ahead = watched\n"
+            "ahead.import_ahead = watched\n"
             "try:\n"
             "    main(sys.argv[1:])\n"
             "finally:\n"
@@ -169,8 +169,8 @@ def test_the_imports_ahead_start_once_the_first_trial_runs(tmp_path: Path, empty
 
 
 def test_the_sweep_stops_its_import_thread_and_joins_it_in_a_users_app(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The sampler's and the report's modules are imported on a thread (search/sweep/sweeper.py
-    _import_ahead); left running past the sweep, an import there meets Python's exit ("can't register atexit
+    """The sampler's and the report's modules are imported on a thread (search/sweep/import_ahead.py); left
+    running past the sweep, an import there meets Python's exit ("can't register atexit
     after shutdown", printed after a one-trial sweep's answer). However the sweep ends, the thread imports no
     module more; in a user's own Hydra app the sweep joins it, while `python -m search` ends the process
     without waiting for it (search/leave.py: joined, a starved thread held a finished sweep for minutes)."""
