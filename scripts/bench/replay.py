@@ -136,7 +136,8 @@ class Tally:
     def result(self, limit: int, stopped_why: str | None) -> dict:
         reached = self.reached
         return {"trials_to_target": reached or limit, "numbers_to_target": self.number or limit,
-                "path": tuple(self.path[:self.sweep_trials]), "seconds_to_target": self.reached_s if reached else self.seconds,
+                "path": tuple(self.path[:self.sweep_trials]),
+                "seconds_to_target": self.reached_s if reached else self.seconds,
                 "reached": reached is not None, "in_sweep": reached is not None and reached <= self.sweep_trials,
                 "hv": self.hv, "sweep_s": self.sweep_s if self.sweep_s is not None else self.seconds,
                 "stopped": stopped_why}

@@ -86,4 +86,4 @@ def engine(study: optuna.Study, space: Space, settings: SweepSettings, metrics: 
            directions: list[str], constraints: list[Constraint], for_answer: bool, chosen: Sequence[Policy],
            grid: Any = None) -> Engine:
     rules = Rules(metrics, directions, constraints, settings.accuracy_tolerance, for_answer, settings.n_trials)
-    return Engine(study, space, rules, chosen, random.Random(settings.seed), grid)
+    return Engine(study, space, rules, list(chosen), random.Random(settings.seed), grid)

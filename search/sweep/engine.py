@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -107,18 +107,15 @@ class Engine:
     study: optuna.Study
     space: Space
     rules: Rules
-    policies: Sequence[Policy]
+    policies: list[Policy]  # called in this order; the sweep adds its end's (ending.py) once its run exists
     rng: random.Random
     grid: Any = None  # the sweep's grid sampler, which says itself when every point ran
     started_unix_s: float = field(default_factory=time.time)  # patience counts the sampler's proposals since
-    _configurations: set[tuple] | None = None
+    _configurations: set[tuple] | None = field(default=None, repr=False)  # the space's, once counted (used_up)
 
     def floor(self) -> float | None:
         """The answer's accuracy floor once your configuration measured it, searching for the answer; else None."""
         return accuracy_floor(self.study, self.rules.tolerance) if self.rules.for_answer else None
-
-    def trials(self) -> list[optuna.trial.FrozenTrial]:
-        return self.study.get_trials(deepcopy=False)
 
     def begin(self, start: Start) -> list[str]:
         """Every policy's first trials, in the policies' order; the lines they say."""
@@ -184,7 +181,3 @@ class Engine:
         return f"every configuration of the space ({len(self._configurations)}) has run" \
             if self._configurations <= ran else None
 
-
-def parameters(trial: optuna.trial.FrozenTrial | optuna.Trial, space: Mapping[str, Any]) -> dict[str, Any]:
-    """The trial's swept values, in the space's order."""
-    return {k: trial.params[k] for k in space if k in trial.params}

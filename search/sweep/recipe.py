@@ -5,25 +5,17 @@ sets a few knobs at once on a GPU, and the obvious ones on a CPU. The sweep
 measures that combination right after your configuration's runs, so its
 answer is never slower than that first guess when the guess keeps your
 accuracy (the guess is a configuration of the study like any other: it can
-be the answer, and the confirmation measures it again). Per hardware, each
-move applied only where the space sweeps the knob, to the nearest value the
-space holds (docs/search.md lists the same table):
-
-| hardware | knob | value |
-| --- | --- | --- |
-| NVIDIA GPU | precision | bf16 (compute capability >= 8.0), else fp16 |
-| NVIDIA GPU | parallel.compile | default (a whole-model torch.compile) |
-| NVIDIA GPU | optim.fused | true (fused AdamW) |
-| NVIDIA GPU | loader.pin_memory | true |
-| NVIDIA GPU | batch_size | the largest the space holds (the memory probe bounded it) |
-| CPU | parallel.threads | the cores a rank has (cores / parallel.devices) |
-| CPU | loader.num_workers | a quarter of the cores, at least 1 |
-| CPU | precision | bf16 where the CPU has native bf16 (AVX512-BF16 or AMX), else unchanged |
+be the answer, and the confirmation measures it again). The moves per
+hardware are `wanted`'s, listed with their reasons in docs/search.md; each
+applies only where the space sweeps the knob, at the nearest value the
+space holds.
 
 It is one trial, marked `search.recipe`, a proposal in every other way:
 staging times it only when it moves only speed-only knobs, early stopping
 stops it when its probe is slower than your configuration (it then cannot
-be the answer), and it counts in n_trials.
+be the answer), and it counts in n_trials. When it runs out of memory or
+loses your accuracy, the start design takes its batch size halfway back
+(search/sweep/start_design.py).
 """
 from __future__ import annotations
 

@@ -133,3 +133,55 @@ def test_a_search_without_the_start_design_runs_every_trial(workdir):
     assert "patience:" not in result.stdout
     trials = load_study(workdir, "nopatience").get_trials(deepcopy=False)
     assert len([t for t in trials if t.user_attrs.get(ROLE_ATTR) not in ("confirm", "seed_check")]) == 7
+
+
+def test_patience_does_not_end_the_search_while_a_one_knob_move_from_the_answer_could_beat_it():
+    """The sampler's proposals stopped paying, but the answer so far (batch 64, workers 2) has a neighbour not
+    measured yet: the search goes on until every one-knob move from it ran or cannot beat it."""
+    from optuna.distributions import CategoricalDistribution as C
+
+    from search.sweep.patience import moves_left
+    from search.sweep.space import Space
+
+    dists = {"batch_size": C([64, 128]), "loader.num_workers": C([0, 2]), "optim.lr": C([0.001, 0.002])}
+    base = {"batch_size": 64, "loader.num_workers": 0, "optim.lr": 0.001}
+    study = optuna.create_study(directions=["maximize", "maximize"])
+
+    def add(params: dict, speed: float, accuracy: float | None = 0.90, outcome: str = "ok", **attrs) -> None:
+        m = {"throughput_samples_per_s": speed} | ({"val_accuracy": accuracy} if accuracy is not None else {})
+        study.add_trial(optuna.trial.create_trial(params=params, distributions=dists, values=[speed, accuracy or 0],
+                                                  user_attrs={"outcome": outcome, "metrics": m, **attrs}))
+
+    add(base, 1000.0, **{ROLE_ATTR: "baseline"})
+    add({**base, "loader.num_workers": 2}, 1500.0)  # the answer so far
+    for _ in range(3):
+        add({**base, "batch_size": 128}, 900.0)  # proposals that did not pay (the same cell: made up)
+    space = Space(dists, [])
+    left = moves_left(study, FLOOR, space)
+    # batch 128 from the answer; not the learning rate alone: the same work runs at the same speed
+    assert left == [{"batch_size": 128, "loader.num_workers": 2, "optim.lr": 0.001}]
+    assert search_ended(study, FLOOR, 3, 0.0) is not None  # without the space: patience alone
+    assert search_ended(study, FLOOR, 3, 0.0, space) is None  # with it: that move first
+    add({"batch_size": 128, "loader.num_workers": 2, "optim.lr": 0.001}, 0.0, None, outcome="oom")
+    assert moves_left(study, FLOOR, space) == []
+    assert "every one-knob move from it has run or cannot beat it" in search_ended(study, FLOOR, 3, 0.0, space)
+
+
+def test_a_move_whose_maths_trained_below_the_floor_or_whose_smaller_batch_ran_out_of_memory_cannot_beat_it():
+    from optuna.distributions import CategoricalDistribution as C
+
+    from search.sweep.patience import moves_left
+    from search.sweep.space import Space
+
+    dists = {"batch_size": C([64, 128, 256]), "precision": C(["fp32", "bf16"]), "loader.num_workers": C([0, 2])}
+    base = {"batch_size": 64, "precision": "fp32", "loader.num_workers": 0}
+    study = optuna.create_study(directions=["maximize", "maximize"])
+    for params, speed, acc, outcome in [(base, 1000.0, 0.90, "ok"),
+                                        ({**base, "precision": "bf16"}, 1200.0, 0.80, "ok"),  # below the floor
+                                        ({**base, "batch_size": 128}, 0.0, None, "oom")]:
+        m = {"throughput_samples_per_s": speed} | ({"val_accuracy": acc} if acc is not None else {})
+        study.add_trial(optuna.trial.create_trial(params=params, distributions=dists, values=[speed, acc or 0],
+                                                  user_attrs={"outcome": outcome, "metrics": m,
+                                                              **({ROLE_ATTR: "baseline"} if params is base else {})}))
+    # bf16's maths trained below the floor (staging would score it so); 256 is larger than a batch that did not fit
+    assert moves_left(study, FLOOR, Space(dists, [])) == [{**base, "loader.num_workers": 2}]

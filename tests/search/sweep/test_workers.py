@@ -303,7 +303,8 @@ def test_a_worker_that_joins_during_the_confirmation_waits_and_takes_none_of_its
     gate.touch()
 
     def worker(i: int, n_trials: int, *extra: str, gated: bool = False) -> ForkedRun:
-        # your configuration's 2 runs, the recipe, a start move; the joiner's trial is the next start move
+        # your configuration's 2 runs, the recipe, the two speed-only knobs' moves; the joiner's trial is the next
+        # move, batch 32: half your configuration's speed (the paced objective's speed is its batch size's)
         return start_search(
             "multirun", NO_REPORT, f"hydra.sweeper.storage={url}",
             "hydra.sweeper.study_name=join", "objective=custom", "objective.callable=paced_objective:objective",
@@ -315,7 +316,7 @@ def test_a_worker_that_joins_during_the_confirmation_waits_and_takes_none_of_its
     def confirming(study: optuna.Study) -> bool:
         return any(t.user_attrs.get(ROLE_ATTR) == "confirm" for t in study.get_trials(deepcopy=False))
 
-    first = worker(0, 4, gated=True)
+    first = worker(0, 5, gated=True)
     deadline = time.monotonic() + 300
     study = None
     while time.monotonic() < deadline and first.poll() is None:
@@ -349,11 +350,10 @@ def test_a_worker_that_joins_during_the_confirmation_waits_and_takes_none_of_its
         [(t.number, t.user_attrs.get(ROLE_ATTR), t.params) for t in confirmation]  # no joiner's trial among them
     joined = [t for t in trials if t.user_attrs.get(WORKER_ATTR) not in confirmer]
     assert joined and min(t.number for t in joined) > max(t.number for t in confirmation)  # after it, not during
-    assert START_ATTR in joined[0].user_attrs  # the design's next move ran there
+    assert joined[0].user_attrs.get(START_ATTR) == "batch_size" and joined[0].params["batch_size"] == 32
     assert all(t.state == TrialState.COMPLETE for t in trials)  # none left waiting
-    # the joiner's move is no faster (the paced objective's speed is its batch size's): the answer the first worker
-    # confirmed meanwhile stands, neither confirmed nor stored again (before: a second answer, its budget that of a
-    # 1-trial search)
+    # the joiner's move runs at half the speed: the answer the first worker confirmed meanwhile stands, neither
+    # confirmed nor stored again (before: a second answer, its budget that of a 1-trial search)
     answer = study.user_attrs[ANSWER_ATTR]
     assert answer["confirmed_by"] in confirmer and answer["standing"] is False, answer
     assert "it stands without new rounds" in outs[1] and "confirming:" not in outs[1], outs[1][-3000:]
