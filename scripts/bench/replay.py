@@ -72,17 +72,25 @@ def settings_of(strategy: Strategy, seed: int, n_trials: int) -> Any:
 
 
 def facts_of(table: Table) -> Any:
-    """The machine the grid was measured on (or pretends to be), as the practitioner's recipe reads it."""
+    """The machine the grid was measured on (or pretends to be), as the practitioner's recipe reads it: a synthetic
+    landscape's `hardware` (scripts/bench/landscapes.py), else what its `machine` line says; a GPU where the line
+    names one, or where the space holds a precision only a GPU runs (tf32, fp16, fp8)."""
     from search.sweep.recipe import Facts
 
     hw = table.meta.get("hardware")
-    if hw:  # a synthetic landscape's (scripts/bench/landscapes.py): a GPU with native bf16 is Ampere or later
+    if hw:  # a GPU with native bf16 is Ampere or later
         if hw.get("gpu"):
             return Facts(int(hw.get("cores", 1)), hw["gpu"], (8, 0) if hw.get("bf16_native") else (7, 0))
         return Facts(int(hw.get("cores", 1)), cpu_bf16=bool(hw.get("bf16_native")))
     machine = str(table.meta.get("machine", ""))
-    cores = re.search(r"(\d+) logical cores", machine)
-    return Facts(int(cores.group(1)) if cores else 1)
+    found = re.search(r"(\d+) (?:logical )?cores", machine)
+    cores = int(found.group(1)) if found else 1
+    named = re.search(r"NVIDIA|Tesla|\b[HABLTV]\d{2,3}\b|\bGPU\b", machine) and "no GPU" not in machine
+    gpu_only = {"tf32", "fp16", "fp8"} & set(re.findall(r"[a-z0-9]+", table.space.get("precision", "")))
+    if named or gpu_only:
+        older = re.search(r"V100|T4|P100|K80", machine)
+        return Facts(cores, machine or "NVIDIA GPU", (7, 0) if older else (8, 0))
+    return Facts(cores, cpu_bf16=bool(re.search(r"AMX|bf16", machine)))
 
 
 def forbids_of(table: Table):

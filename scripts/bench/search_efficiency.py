@@ -239,7 +239,8 @@ def main(argv: list[str]) -> int:
                  f"{sum(not f['met'] for f in judged)} of {len(judged)} landscapes miss the goal"), flush=True)
     if not (args.quick or args.no_write or args.table or args.tables) and judged:
         command = "python scripts/bench/search_efficiency.py" + "".join(f" {shlex.quote(a)}" for a in argv)
-        write_section(SECTION, render(command, seeds, figures, time.perf_counter() - started))
+        # the section is rewritten whole: earlier figures measured another search (git keeps them)
+        write_section(SECTION, render(command, seeds, figures, time.perf_counter() - started), keep_earlier=False)
         w = worst(judged)
         update_summary("Search efficiency",
                        f"{sum(f['met'] for f in judged)} of {len(judged)} landscapes meet the goal; worst: "

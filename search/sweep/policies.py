@@ -63,13 +63,13 @@ class YourConfiguration(Policy):
 class Recipe(Policy):
     """The practitioner's first try on this hardware, once, after your configuration's runs in a fresh study."""
 
-    def __init__(self, baseline: dict[str, Any], moves: dict[str, Any], hardware: str):
-        self.baseline, self.moves, self.hardware = baseline, moves, hardware
+    def __init__(self, baseline: dict[str, Any], params: dict[str, Any], hardware: str):
+        self.baseline, self.params, self.hardware = baseline, params, hardware
 
     def start(self, engine: Engine, start: Start) -> list[str]:
         if not (start.fresh and start.room > 0):
             return []
-        line = enqueue_recipe(engine.study, self.baseline, self.moves, engine.space, self.hardware)
+        line = enqueue_recipe(engine.study, self.baseline, self.params, engine.space, self.hardware)
         if line is None:
             return []
         start.room -= 1
@@ -122,7 +122,7 @@ class EarlyStopping(Policy):
             return
         floor = engine.floor() if self.mode == "staged" else None
         lines = trial_overrides(engine.study, trial, self.mode, self.margin, self.startup_trials, floor)
-        for line in lines:
+        for line in lines:  # the bar as the trial reads it from its override (6 significant digits)
             if line.startswith("train.stop_below_samples_per_s="):
                 instructions.stop_below_samples_per_s = float(line.partition("=")[2])
         instructions.overrides += lines

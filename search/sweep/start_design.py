@@ -158,8 +158,8 @@ class Design:
     def __init__(self, study: optuna.Study, floor: float, space: Any, order: Sequence[str],
                  prior: Mapping[str, Any], rng: random.Random, repairs: bool):
         self.trials = study.get_trials(deepcopy=False)
-        self.floor, self.space, self.order, self.prior, self.rng, self.repairs = floor, space, order, prior, rng, \
-            repairs
+        self.floor, self.space, self.order, self.prior = floor, space, order, prior
+        self.rng, self.repairs = rng, repairs
         self.best = fastest_at_floor(self.trials, floor)
         runs = space.runs_as
         self.seen = {trial_key(t, runs) for t in self.trials if t.params and t.state != TrialState.FAIL}
@@ -171,9 +171,11 @@ class Design:
             and runs(dict(params)) != runs(dict(than))
 
     def next(self) -> Move | None:
+        """A repair of a move that went too far first, then the next knob's move; None: nothing left."""
         if self.best is None:
             return None
-        return (self._halfway() or self._retuned() if self.repairs else None) or self._one_knob()
+        repair = (self._halfway() or self._retuned()) if self.repairs else None
+        return repair or self._one_knob()
 
     def _halfway(self) -> Move | None:
         """A move (or the recipe's batch size) that went too far, halfway back towards where it started."""
